@@ -1,0 +1,34 @@
+//! The resources of `cms`: their wire shape, their defaults and their validation.
+//!
+//! Every resource has the shape `{metadata, spec, status}` ([`Resource`]). Field
+//! names are camelCase on the wire and unknown fields are rejected everywhere,
+//! so a typo such as `"cout": 3` is an error rather than a silent default.
+//!
+//! The crate does no IO: it is shared by the server, the store, the reconciler
+//! and the command-line client.
+
+mod config_patch;
+mod list;
+mod machine;
+mod meta;
+mod node_group;
+mod parse;
+mod projected;
+mod tenant;
+mod validate;
+
+pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFormat, PatchTarget};
+pub use list::{List, Page, PageError};
+pub use machine::{Machine, MachineSpec, MachineStatus};
+pub use meta::{Kind, ObjectMeta, Resource};
+pub use node_group::{
+    MetalHost, NodeGroup, NodeGroupSpec, NodeGroupStatus, OciConfig, OpenStackConfig, Provider,
+    ProviderClass, Role,
+};
+pub use parse::{ParseError, parse_json};
+pub use projected::{Projected, ProjectedList};
+pub use tenant::{
+    Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, Phase, Tenant,
+    TenantSpec, TenantStatus,
+};
+pub use validate::{FieldError, Validate, normalize_version, validate_name};

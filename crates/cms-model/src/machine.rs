@@ -1,0 +1,47 @@
+//! Machines: created by the reconciler from the provisioning tool's state.
+
+use serde::{Deserialize, Serialize};
+
+use crate::meta::Resource;
+use crate::node_group::Role;
+
+/// A machine resource. Its `metadata.name` is the machine id.
+pub type Machine = Resource<MachineSpec, MachineStatus>;
+
+/// What the provisioning tool reported about a machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineSpec {
+    /// The node API endpoint, `IP:port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub management_address: Option<String>,
+    #[serde(default)]
+    pub connected: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// The node group that owns the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_group: Option<String>,
+}
+
+/// The observed state of a machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineStatus {
+    /// `initializing`, `provisioning`, `ready`, `upgrading`, `deleting`,
+    /// `off`, or another stage; the list is open-ended.
+    #[serde(default)]
+    pub stage: String,
+    #[serde(default)]
+    pub ready: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+}

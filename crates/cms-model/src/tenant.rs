@@ -1,0 +1,206 @@
+//! The tenant: one Talos cluster.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::meta::Resource;
+use crate::node_group::NodeGroupSpec;
+use crate::validate::{FieldError, Validate, normalize_version, validate_cidr, validate_name};
+
+/// The pod network used when a tenant names none.
+pub const DEFAULT_POD_NETWORK: &str = "10.244.0.0/16";
+/// The service network used when a tenant names none.
+pub const DEFAULT_SERVICE_NETWORK: &str = "10.96.0.0/12";
+
+/// A tenant resource.
+pub type Tenant = Resource<TenantSpec, TenantStatus>;
+
+/// The desired state of a tenant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantSpec {
+    pub kubernetes_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoint: Option<String>,
+    #[serde(default)]
+    pub pod_network: Vec<String>,
+    #[serde(default)]
+    pub service_network: Vec<String>,
+    /// The tenant's node groups. On input, absent means "leave the groups as
+    /// they are" and a list replaces the whole set; on output it is always the
+    /// current set, sorted by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_groups: Option<Vec<NodeGroupSpec>>,
+    #[serde(default)]
+    pub config_patches: Vec<ConfigPatchRef>,
+}
+
+/// A reference to a config patch of the same tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigPatchRef {
+    pub name: String,
+}
+
+/// The lifecycle phase of a tenant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    #[default]
+    Pending,
+    Provisioning,
+    Active,
+    Updating,
+    Deleting,
+    Failed,
+}
+
+/// A Kubernetes-style status condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    pub last_transition_time: DateTime<Utc>,
+}
+
+/// The observed state of a tenant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantStatus {
+    #[serde(default)]
+    pub phase: Phase,
+    #[serde(default)]
+    pub ready: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub observed_generation: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+impl Validate for TenantSpec {
+    fn normalize(&mut self, path: &str) -> Result<(), FieldError> {
+        self.kubernetes_version =
+            normalize_version(&format!("{path}.kubernetesVersion"), &self.kubernetes_version)?;
+        if let Some(version) = &self.talos_version {
+            self.talos_version = Some(normalize_version(&format!("{path}.talosVersion"), version)?);
+        }
+        if let Some(endpoint) = &self.control_plane_endpoint {
+            check_endpoint(&format!("{path}.controlPlaneEndpoint"), endpoint)?;
+        }
+        normalize_networks(&format!("{path}.podNetwork"), &mut self.pod_network, DEFAULT_POD_NETWORK)?;
+        normalize_networks(
+            &format!("{path}.serviceNetwork"),
+            &mut self.service_network,
+            DEFAULT_SERVICE_NETWORK,
+        )?;
+        if let Some(groups) = &mut self.node_groups {
+            for (index, group) in groups.iter_mut().enumerate() {
+                let field = format!("{path}.nodeGroups[{index}]");
+                validate_name(&format!("{field}.name"), &group.name)?;
+                group.normalize(&field)?;
+            }
+            let mut names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+            names.sort_unstable();
+            if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+                return Err(FieldError::new(
+                    format!("{path}.nodeGroups"),
+                    format!("node group {:?} appears twice", pair[0]),
+                ));
+            }
+            groups.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        check_refs(&format!("{path}.configPatches"), &self.config_patches)
+    }
+}
+
+/// Checks the names in a list of config patch references.
+pub(crate) fn check_refs(field: &str, refs: &[ConfigPatchRef]) -> Result<(), FieldError> {
+    for (index, reference) in refs.iter().enumerate() {
+        validate_name(&format!("{field}[{index}].name"), &reference.name)?;
+    }
+    Ok(())
+}
+
+fn normalize_networks(field: &str, networks: &mut Vec<String>, default: &str) -> Result<(), FieldError> {
+    if networks.is_empty() {
+        networks.push(default.to_string());
+    }
+    for (index, cidr) in networks.iter().enumerate() {
+        validate_cidr(&format!("{field}[{index}]"), cidr)?;
+    }
+    Ok(())
+}
+
+fn check_endpoint(field: &str, endpoint: &str) -> Result<(), FieldError> {
+    let rest = endpoint.strip_prefix("https://").ok_or_else(|| {
+        FieldError::new(field, format!("{endpoint:?} must be an https:// URL such as https://10.0.0.1:6443"))
+    })?;
+    let host = rest.trim_end_matches('/');
+    if host.is_empty() || host.contains(['/', '?', '#', ' ', '@']) {
+        return Err(FieldError::new(field, format!("{endpoint:?} must be https://HOST[:PORT]")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_json;
+
+    fn spec(json: &str) -> Result<TenantSpec, FieldError> {
+        let mut spec: TenantSpec = parse_json(json.as_bytes()).expect("parses");
+        spec.normalize("spec").map(|_| spec)
+    }
+
+    #[test]
+    fn defaults_fill_networks_and_versions_drop_v() {
+        let spec = spec(r#"{"kubernetesVersion":"v1.31.1","talosVersion":"v1.9.0"}"#).unwrap();
+        assert_eq!(spec.kubernetes_version, "1.31.1");
+        assert_eq!(spec.talos_version.as_deref(), Some("1.9.0"));
+        assert_eq!(spec.pod_network, [DEFAULT_POD_NETWORK]);
+        assert_eq!(spec.service_network, [DEFAULT_SERVICE_NETWORK]);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let check = |json: &str, field: &str| {
+            let err = spec(json).unwrap_err();
+            assert_eq!(err.field, field, "{json}: {err}");
+        };
+        check(r#"{"kubernetesVersion":"1.31"}"#, "spec.kubernetesVersion");
+        check(r#"{"kubernetesVersion":"1.31.0","podNetwork":["x"]}"#, "spec.podNetwork[0]");
+        check(r#"{"kubernetesVersion":"1.31.0","controlPlaneEndpoint":"10.0.0.1"}"#, "spec.controlPlaneEndpoint");
+        check(
+            r#"{"kubernetesVersion":"1.31.0","nodeGroups":[{"name":"w","role":"worker","count":0,"providerClass":"metal:m","providerConfig":{"hosts":[]}}]}"#,
+            "spec.nodeGroups[0].count",
+        );
+        check(r#"{"kubernetesVersion":"1.31.0","configPatches":[{"name":"Bad"}]}"#, "spec.configPatches[0].name");
+    }
+
+    #[test]
+    fn duplicate_groups_are_rejected() {
+        let group = r#"{"name":"w","role":"worker","count":1,"providerClass":"metal:m","providerConfig":{"hosts":[{"address":"10.0.0.1"}]}}"#;
+        let json = format!(r#"{{"kubernetesVersion":"1.31.0","nodeGroups":[{group},{group}]}}"#);
+        assert_eq!(spec(&json).unwrap_err().field, "spec.nodeGroups");
+    }
+}
+
+impl Tenant {
+    /// Normalizes and checks a tenant from a request body.
+    pub fn prepare(&mut self) -> Result<(), FieldError> {
+        self.metadata.validate()?;
+        self.spec.normalize("spec")
+    }
+}
