@@ -75,9 +75,8 @@ impl Validate for ConfigPatchSpec {
                 return Err(FieldError::new(field, "must be an object"));
             }
             if self.format == PatchFormat::JsonPatch {
-                serde_json::from_value::<json_patch::PatchOperation>(element.clone()).map_err(|err| {
-                    FieldError::new(&field, format!("is not an RFC 6902 operation: {err}"))
-                })?;
+                serde_json::from_value::<json_patch::PatchOperation>(element.clone())
+                    .map_err(|err| FieldError::new(&field, format!("is not an RFC 6902 operation: {err}")))?;
             }
         }
         Ok(())
@@ -104,7 +103,9 @@ mod tests {
 
     #[test]
     fn defaults_and_targets() {
-        let p = patch(r#"{"metadata":{"name":"p"},"spec":{"format":"strategic","patches":[{"machine":{}}]}}"#).unwrap();
+        let p =
+            patch(r#"{"metadata":{"name":"p"},"spec":{"format":"strategic","patches":[{"machine":{}}]}}"#)
+                .unwrap();
         assert!(p.spec.enabled);
         assert_eq!(p.spec.target, PatchTarget::All);
         assert!(PatchTarget::Worker.matches(Role::Worker));

@@ -28,7 +28,7 @@ pub use node_group::{
 pub use parse::{ParseError, parse_json};
 pub use projected::{Projected, ProjectedList};
 pub use tenant::{
-    Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, Phase, Tenant,
-    TenantSpec, TenantStatus,
+    Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, Phase, Tenant, TenantSpec,
+    TenantStatus,
 };
 pub use validate::{FieldError, Validate, normalize_version, validate_name};

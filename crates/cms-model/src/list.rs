@@ -45,8 +45,7 @@ impl Default for Page {
 }
 
 fn number(name: &str, raw: &str) -> Result<usize, PageError> {
-    raw.parse::<usize>()
-        .map_err(|_| PageError(format!("{name} must be a non-negative integer, got {raw:?}")))
+    raw.parse::<usize>().map_err(|_| PageError(format!("{name} must be a non-negative integer, got {raw:?}")))
 }
 
 /// A bad `limit` or `offset`.
@@ -62,7 +61,8 @@ mod tests {
     fn bounds() {
         assert_eq!(Page::parse(None, None).unwrap(), Page { limit: 100, offset: 0 });
         assert_eq!(Page::parse(Some("1000"), Some("7")).unwrap(), Page { limit: 1000, offset: 7 });
-        for (limit, offset) in [("0", "0"), ("1001", "0"), ("-1", "0"), ("x", "0"), ("1", "-2"), ("1", "1.5")] {
+        for (limit, offset) in [("0", "0"), ("1001", "0"), ("-1", "0"), ("x", "0"), ("1", "-2"), ("1", "1.5")]
+        {
             assert!(Page::parse(Some(limit), Some(offset)).is_err(), "{limit} {offset}");
         }
     }

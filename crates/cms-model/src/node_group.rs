@@ -244,7 +244,10 @@ pub(crate) fn bind_name(spec: &mut NodeGroupSpec, name: &str) -> Result<(), Fiel
         spec.name = name.to_string();
     }
     if spec.name != name {
-        return Err(FieldError::new("spec.name", format!("{:?} differs from metadata.name {name:?}", spec.name)));
+        return Err(FieldError::new(
+            "spec.name",
+            format!("{:?} differs from metadata.name {name:?}", spec.name),
+        ));
     }
     validate_name("spec.name", &spec.name)
 }
@@ -271,24 +274,35 @@ mod tests {
         spec.normalize("spec").map(|_| spec)
     }
 
-    const OCI: &str = r#""providerConfig":{"region":"r","compartmentOcid":"c","subnetId":"s","ocpus":2,"memoryGb":8}"#;
+    const OCI: &str =
+        r#""providerConfig":{"region":"r","compartmentOcid":"c","subnetId":"s","ocpus":2,"memoryGb":8}"#;
 
     #[test]
     fn oci_groups_are_checked() {
-        assert!(group(&format!(r#"{{"role":"worker","count":2,"providerClass":"oci:VM.Standard.A1.Flex",{OCI}}}"#)).is_ok());
+        assert!(
+            group(&format!(
+                r#"{{"role":"worker","count":2,"providerClass":"oci:VM.Standard.A1.Flex",{OCI}}}"#
+            ))
+            .is_ok()
+        );
         let err = group(r#"{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{"region":"r","compartmentOcid":"c","subnetId":"s","ocpus":0,"memoryGb":8}}"#).unwrap_err();
         assert_eq!(err.field, "spec.providerConfig.ocpus");
-        let err = group(r#"{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{"region":"r"}}"#).unwrap_err();
+        let err =
+            group(r#"{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{"region":"r"}}"#)
+                .unwrap_err();
         assert_eq!(err.field, "spec.providerConfig");
         assert!(err.message.contains("compartmentOcid"), "{err}");
-        let err = group(&format!(r#"{{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{{"regoin":"r"}}}}"#)).unwrap_err();
+        let err =
+            group(r#"{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{"regoin":"r"}}"#)
+                .unwrap_err();
         assert!(err.message.contains("regoin"), "{err}");
     }
 
     #[test]
     fn provider_class_is_checked() {
         for class in ["oci", "aws:x", "oci:", "metal: "] {
-            let err = group(&format!(r#"{{"role":"worker","count":1,"providerClass":"{class}"}}"#)).unwrap_err();
+            let err =
+                group(&format!(r#"{{"role":"worker","count":1,"providerClass":"{class}"}}"#)).unwrap_err();
             assert_eq!(err.field, "spec.providerClass", "{class}");
         }
     }

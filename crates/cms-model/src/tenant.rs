@@ -154,6 +154,14 @@ fn check_endpoint(field: &str, endpoint: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+impl Tenant {
+    /// Normalizes and checks a tenant from a request body.
+    pub fn prepare(&mut self) -> Result<(), FieldError> {
+        self.metadata.validate()?;
+        self.spec.normalize("spec")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,12 +189,18 @@ mod tests {
         };
         check(r#"{"kubernetesVersion":"1.31"}"#, "spec.kubernetesVersion");
         check(r#"{"kubernetesVersion":"1.31.0","podNetwork":["x"]}"#, "spec.podNetwork[0]");
-        check(r#"{"kubernetesVersion":"1.31.0","controlPlaneEndpoint":"10.0.0.1"}"#, "spec.controlPlaneEndpoint");
+        check(
+            r#"{"kubernetesVersion":"1.31.0","controlPlaneEndpoint":"10.0.0.1"}"#,
+            "spec.controlPlaneEndpoint",
+        );
         check(
             r#"{"kubernetesVersion":"1.31.0","nodeGroups":[{"name":"w","role":"worker","count":0,"providerClass":"metal:m","providerConfig":{"hosts":[]}}]}"#,
             "spec.nodeGroups[0].count",
         );
-        check(r#"{"kubernetesVersion":"1.31.0","configPatches":[{"name":"Bad"}]}"#, "spec.configPatches[0].name");
+        check(
+            r#"{"kubernetesVersion":"1.31.0","configPatches":[{"name":"Bad"}]}"#,
+            "spec.configPatches[0].name",
+        );
     }
 
     #[test]
@@ -194,13 +208,5 @@ mod tests {
         let group = r#"{"name":"w","role":"worker","count":1,"providerClass":"metal:m","providerConfig":{"hosts":[{"address":"10.0.0.1"}]}}"#;
         let json = format!(r#"{{"kubernetesVersion":"1.31.0","nodeGroups":[{group},{group}]}}"#);
         assert_eq!(spec(&json).unwrap_err().field, "spec.nodeGroups");
-    }
-}
-
-impl Tenant {
-    /// Normalizes and checks a tenant from a request body.
-    pub fn prepare(&mut self) -> Result<(), FieldError> {
-        self.metadata.validate()?;
-        self.spec.normalize("spec")
     }
 }

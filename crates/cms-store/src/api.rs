@@ -1,0 +1,221 @@
+//! The store's public contract: keys, objects, drafts, watch events and the
+//! [`Store`] trait that every backend implements.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use cms_model::{Kind, Page, Projected};
+use futures_util::Stream;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::StoreError;
+
+/// Where an object lives: its kind, its tenant (empty for tenants) and its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    pub kind: Kind,
+    pub tenant: String,
+    pub name: String,
+}
+
+impl Key {
+    /// The key of a tenant.
+    pub fn tenant(name: impl Into<String>) -> Key {
+        Key { kind: Kind::Tenant, tenant: String::new(), name: name.into() }
+    }
+
+    /// The key of an object inside a tenant.
+    pub fn child(kind: Kind, tenant: impl Into<String>, name: impl Into<String>) -> Key {
+        Key { kind, tenant: tenant.into(), name: name.into() }
+    }
+
+    /// The key of the tenant that owns this object (itself for a tenant).
+    pub fn owner(&self) -> Key {
+        match self.kind {
+            Kind::Tenant => self.clone(),
+            _ => Key::tenant(self.tenant.clone()),
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            Kind::Tenant => write!(f, "tenant {:?}", self.name),
+            kind => write!(f, "{} {:?} in tenant {:?}", kind.noun(), self.name, self.tenant),
+        }
+    }
+}
+
+/// A stored object as the API shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    pub key: Key,
+    pub resource_version: u64,
+    pub generation: u64,
+    /// Whether deletion has begun (`metadata.deletionTimestamp` is set).
+    pub deleting: bool,
+    /// The whole resource, `{metadata, spec, status}`, serialized once.
+    pub json: Bytes,
+}
+
+impl Object {
+    /// Parses the object into a typed resource such as [`cms_model::Tenant`].
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.json)
+    }
+}
+
+/// The user-settable parts of an object, already validated and normalized.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Draft {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The spec. For a tenant, `nodeGroups` is split off: absent keeps the
+    /// current groups, a list replaces them.
+    pub spec: Value,
+    /// The status to start with on create; the kind's default when `None`.
+    /// Ignored on update: status changes go through [`Store::update_status`].
+    pub status: Option<Value>,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Deleted {
+    /// The record is gone.
+    Removed,
+    /// Deletion has begun: the object now carries `deletionTimestamp` and its
+    /// finalizers, and stays until they are cleared.
+    Marked(Arc<Object>),
+}
+
+/// A page of a list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    pub items: Vec<Arc<Object>>,
+    /// How many objects match, on every page.
+    pub total: u64,
+}
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    /// The name used on the wire and in the event log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    /// Parses the name written by [`EventType::as_str`].
+    pub fn from_name(name: &str) -> Option<EventType> {
+        match name {
+            "ADDED" => Some(EventType::Added),
+            "MODIFIED" => Some(EventType::Modified),
+            "DELETED" => Some(EventType::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One change, at one store-wide revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    /// The store-wide revision of the change. Events of the initial burst all
+    /// carry the snapshot's revision.
+    pub revision: u64,
+    pub event_type: EventType,
+    /// The object after the change; for `DELETED`, its last state.
+    pub object: Arc<Object>,
+}
+
+/// What a watch yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchItem {
+    Event(WatchEvent),
+    /// The initial burst is complete; resuming from this revision misses nothing.
+    Synced(u64),
+}
+
+/// Why a watch ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WatchError {
+    /// The watcher fell too far behind and was cut off.
+    #[error("watcher fell behind and was disconnected")]
+    Lagged,
+    /// The event log could not be read.
+    #[error("event log unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A stream of watch items; it ends on a [`WatchError`].
+pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchItem, WatchError>> + Send>>;
+
+/// The resource store. Reads come from a cache kept coherent by the event
+/// log; writes are transactions that also append to the event log.
+#[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Reads one object.
+    fn get(&self, key: &Key) -> Option<Arc<Object>>;
+
+    /// Lists objects of `kind` (in `tenant` when given), sorted by tenant,
+    /// then name.
+    fn list(&self, kind: Kind, tenant: Option<String>, page: Page) -> Listing;
+
+    /// Creates an object. A tenant's inline node groups are created with it.
+    async fn create(&self, key: Key, draft: Draft) -> Result<Arc<Object>, StoreError>;
+
+    /// Replaces the spec, labels and annotations of an object whose
+    /// `resourceVersion` is `expected`.
+    async fn update(&self, key: Key, draft: Draft, expected: u64) -> Result<Arc<Object>, StoreError>;
+
+    /// Replaces the status of an object, checking `resourceVersion` when given.
+    async fn update_status(
+        &self,
+        key: Key,
+        status: Value,
+        expected: Option<u64>,
+    ) -> Result<Arc<Object>, StoreError>;
+
+    /// Deletes an object: tenants and machines are marked for deletion, other
+    /// kinds are removed at once.
+    async fn delete(&self, key: Key) -> Result<Deleted, StoreError>;
+
+    /// Clears one finalizer. When none remain on a deleting object, the
+    /// record (and, for a tenant, everything in it) is removed, and `None`
+    /// is returned.
+    async fn remove_finalizer(&self, key: Key, finalizer: String) -> Result<Option<Arc<Object>>, StoreError>;
+
+    /// Watches one kind. Without `since`: an `ADDED` burst of the current
+    /// objects, [`WatchItem::Synced`], then live changes. With `since`: every
+    /// change after that revision from the event log, then live changes;
+    /// [`StoreError::Gone`] when the log no longer reaches back that far.
+    async fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStream, StoreError>;
+
+    /// Replaces a tenant's projected resources after a provisioning run.
+    async fn set_projection(&self, tenant: String, items: Vec<Projected>) -> Result<(), StoreError>;
+
+    /// The projected resources of one tenant, or of all tenants; `None` when
+    /// no provisioning run has recorded any yet.
+    async fn projection(&self, tenant: Option<String>) -> Result<Option<Vec<Projected>>, StoreError>;
+
+    /// Checks that the database answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The newest store-wide revision this replica has applied.
+    fn revision(&self) -> u64;
+}

@@ -1,0 +1,372 @@
+//! The store conformance suite: one set of behaviours every backend must
+//! show. Each case takes a fresh database URL; [`crate::conformance_suite!`]
+//! turns them into tests for one backend.
+
+use std::sync::Arc;
+
+use cms_model::{Kind, Page};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::api::{Deleted, Draft, EventType, Key, Store, WatchItem, WatchStream};
+use crate::error::StoreError;
+use crate::sql::{SqlStore, StoreOptions};
+use crate::{FINALIZER_MACHINES, FINALIZER_SECRETS};
+
+/// Generates one `#[tokio::test]` per conformance case. `$url` is an
+/// expression giving `(url, guard)`: a fresh, empty database and whatever
+/// keeps it alive.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($url:expr) => {
+        $crate::conformance_suite!(@cases $url;
+            create_get_and_list, duplicates_conflict, children_need_their_tenant,
+            compare_and_set, generation_follows_spec, concurrent_updates_have_one_winner,
+            node_group_resources_are_tenant_spec, tenant_update_replaces_groups,
+            tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
+            watch_resumes_from_log, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
+            reopen_sees_everything, projections);
+    };
+    (@cases $url:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (url, _guard) = $url;
+                $crate::conformance::$case(&url).await;
+            }
+        )*
+    };
+}
+
+async fn open(url: &str) -> Arc<SqlStore> {
+    open_with(url, StoreOptions::new(url)).await
+}
+
+async fn open_with(url: &str, options: StoreOptions) -> Arc<SqlStore> {
+    SqlStore::open(&options).await.unwrap_or_else(|err| panic!("opening {url}: {err:?}"))
+}
+
+fn group(name: &str, count: u32) -> Value {
+    json!({"name": name, "role": "worker", "count": count, "providerClass": "metal:bare",
+           "providerConfig": {"hosts": [{"address": "10.0.0.1"}]}, "configPatches": []})
+}
+
+fn tenant_draft(version: &str, groups: Option<Vec<Value>>) -> Draft {
+    let mut spec = json!({"kubernetesVersion": version, "podNetwork": ["10.244.0.0/16"]});
+    if let Some(groups) = groups {
+        spec["nodeGroups"] = Value::Array(groups);
+    }
+    Draft { spec, ..Draft::default() }
+}
+
+fn body(store: &dyn Store, key: &Key) -> Value {
+    let object = store.get(key).unwrap_or_else(|| panic!("{key} is missing"));
+    serde_json::from_slice(&object.json).expect("stored JSON")
+}
+
+fn group_names(tenant: &Value) -> Vec<String> {
+    tenant["spec"]["nodeGroups"]
+        .as_array()
+        .expect("nodeGroups")
+        .iter()
+        .map(|g| g["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+async fn next_event(stream: &mut WatchStream) -> WatchItem {
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+        .await
+        .expect("watch event in time")
+        .expect("stream open")
+        .expect("no watch error")
+}
+
+fn event_of(item: WatchItem) -> (EventType, String, u64) {
+    match item {
+        WatchItem::Event(e) => (e.event_type, e.object.key.name.clone(), e.revision),
+        WatchItem::Synced(r) => panic!("unexpected sync at {r}"),
+    }
+}
+
+pub async fn create_get_and_list(url: &str) {
+    let store = open(url).await;
+    let t = Key::tenant("alpha");
+    let created =
+        store.create(t.clone(), tenant_draft("1.31.0", Some(vec![group("b", 1), group("a", 2)]))).await;
+    let created = created.expect("create");
+    assert_eq!((created.resource_version, created.generation), (1, 1));
+    let tenant = body(store.as_ref(), &t);
+    assert_eq!(tenant["metadata"]["name"], "alpha");
+    assert_eq!(tenant["metadata"]["resourceVersion"], 1);
+    assert_eq!(tenant["status"]["phase"], "pending");
+    assert_eq!(group_names(&tenant), ["a", "b"]);
+    let listing = store.list(Kind::NodeGroup, Some("alpha".into()), Page::default());
+    assert_eq!(listing.total, 2);
+    assert_eq!(body(store.as_ref(), &Key::child(Kind::NodeGroup, "alpha", "a"))["spec"]["count"], 2);
+    store.create(Key::tenant("beta"), tenant_draft("1.31.0", None)).await.expect("create beta");
+    let page = store.list(Kind::Tenant, None, Page { limit: 1, offset: 1 });
+    assert_eq!(page.total, 2);
+    assert_eq!(page.items[0].key.name, "beta");
+    assert!(store.get(&Key::tenant("gamma")).is_none());
+}
+
+pub async fn duplicates_conflict(url: &str) {
+    let store = open(url).await;
+    store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("create");
+    let again = store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists(_))), "{again:?}");
+}
+
+pub async fn children_need_their_tenant(url: &str) {
+    let store = open(url).await;
+    let draft = Draft { spec: json!({"format": "strategic", "patches": [{}]}), ..Draft::default() };
+    let orphan = store.create(Key::child(Kind::ConfigPatch, "none", "p"), draft).await;
+    assert!(matches!(orphan, Err(StoreError::NotFound(_))), "{orphan:?}");
+}
+
+pub async fn compare_and_set(url: &str) {
+    let store = open(url).await;
+    let t = Key::tenant("a");
+    store.create(t.clone(), tenant_draft("1.31.0", None)).await.expect("create");
+    let updated = store.update(t.clone(), tenant_draft("1.31.1", None), 1).await.expect("update");
+    assert_eq!(updated.resource_version, 2);
+    let stale = store.update(t.clone(), tenant_draft("1.31.2", None), 1).await;
+    assert!(matches!(stale, Err(StoreError::Conflict { current: 2, .. })), "{stale:?}");
+    let missing = store.update(Key::tenant("b"), tenant_draft("1.31.2", None), 1).await;
+    assert!(matches!(missing, Err(StoreError::NotFound(_))), "{missing:?}");
+    assert_eq!(body(store.as_ref(), &t)["spec"]["kubernetesVersion"], "1.31.1");
+}
+
+pub async fn generation_follows_spec(url: &str) {
+    let store = open(url).await;
+    let t = Key::tenant("a");
+    store.create(t.clone(), tenant_draft("1.31.0", None)).await.expect("create");
+    let mut labelled = tenant_draft("1.31.0", None);
+    labelled.labels.insert("team".into(), "blue".into());
+    let same = store.update(t.clone(), labelled.clone(), 1).await.expect("labels");
+    assert_eq!((same.resource_version, same.generation), (2, 1));
+    let status = store.update_status(t.clone(), json!({"phase": "active", "ready": true}), Some(2)).await;
+    assert_eq!((status.as_ref().map(|o| (o.resource_version, o.generation))).expect("status"), (3, 1));
+    labelled.spec["kubernetesVersion"] = json!("1.32.0");
+    let changed = store.update(t.clone(), labelled, 3).await.expect("spec");
+    assert_eq!((changed.resource_version, changed.generation), (4, 2));
+    let tenant = body(store.as_ref(), &t);
+    assert_eq!(tenant["metadata"]["labels"]["team"], "blue");
+    assert_eq!(tenant["status"]["phase"], "active");
+}
+
+pub async fn concurrent_updates_have_one_winner(url: &str) {
+    let store = open(url).await;
+    let t = Key::tenant("a");
+    store.create(t.clone(), tenant_draft("1.31.0", None)).await.expect("create");
+    let attempts = (0..32).map(|i| {
+        let store = store.clone();
+        let t = t.clone();
+        tokio::spawn(async move { store.update(t, tenant_draft(&format!("1.31.{}", i + 1), None), 1).await })
+    });
+    let mut wins = 0;
+    for attempt in attempts {
+        match attempt.await.expect("task") {
+            Ok(_) => wins += 1,
+            Err(StoreError::Conflict { .. }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(store.get(&t).expect("tenant").resource_version, 2);
+}
+
+pub async fn node_group_resources_are_tenant_spec(url: &str) {
+    let store = open(url).await;
+    let t = Key::tenant("a");
+    store.create(t.clone(), tenant_draft("1.31.0", Some(vec![group("a", 1)]))).await.expect("create");
+    let g = Key::child(Kind::NodeGroup, "a", "b");
+    store.create(g.clone(), Draft { spec: group("b", 1), ..Draft::default() }).await.expect("group");
+    let tenant = body(store.as_ref(), &t);
+    assert_eq!(group_names(&tenant), ["a", "b"]);
+    assert_eq!(
+        (tenant["metadata"]["resourceVersion"].as_u64(), tenant["metadata"]["generation"].as_u64()),
+        (Some(2), Some(2))
+    );
+    store.update(g.clone(), Draft { spec: group("b", 3), ..Draft::default() }, 1).await.expect("scale");
+    assert_eq!(body(store.as_ref(), &t)["spec"]["nodeGroups"][1]["count"], 3);
+    store.update_status(g.clone(), json!({"replicas": 3, "readyReplicas": 1}), None).await.expect("status");
+    assert_eq!(store.get(&t).expect("tenant").resource_version, 3, "status of a group leaves the tenant");
+    assert_eq!(store.delete(g.clone()).await.expect("delete"), Deleted::Removed);
+    assert_eq!(group_names(&body(store.as_ref(), &t)), ["a"]);
+    assert_eq!(store.get(&t).expect("tenant").generation, 4);
+}
+
+pub async fn tenant_update_replaces_groups(url: &str) {
+    let store = open(url).await;
+    let t = Key::tenant("a");
+    store
+        .create(t.clone(), tenant_draft("1.31.0", Some(vec![group("a", 1), group("b", 1)])))
+        .await
+        .expect("create");
+    let kept = store.update(t.clone(), tenant_draft("1.31.0", None), 1).await.expect("no groups");
+    assert_eq!(kept.generation, 1);
+    assert_eq!(group_names(&body(store.as_ref(), &t)), ["a", "b"]);
+    let replaced =
+        store.update(t.clone(), tenant_draft("1.31.0", Some(vec![group("b", 2), group("c", 1)])), 2);
+    assert_eq!(replaced.await.expect("replace").generation, 2);
+    assert_eq!(group_names(&body(store.as_ref(), &t)), ["b", "c"]);
+    assert!(store.get(&Key::child(Kind::NodeGroup, "a", "a")).is_none());
+    assert_eq!(store.get(&Key::child(Kind::NodeGroup, "a", "b")).expect("b").generation, 2);
+    let emptied = store.update(t.clone(), tenant_draft("1.31.0", Some(vec![])), 3).await.expect("empty");
+    assert_eq!(emptied.generation, 3);
+    assert_eq!(store.list(Kind::NodeGroup, Some("a".into()), Page::default()).total, 0);
+}
+
+pub async fn tenant_deletion_and_finalizers(url: &str) {
+    let store = open(url).await;
+    let t = Key::tenant("a");
+    store.create(t.clone(), tenant_draft("1.31.0", Some(vec![group("a", 1)]))).await.expect("create");
+    let patch = Draft { spec: json!({"format": "strategic", "patches": [{}]}), ..Draft::default() };
+    store.create(Key::child(Kind::ConfigPatch, "a", "p"), patch.clone()).await.expect("patch");
+    let Deleted::Marked(marked) = store.delete(t.clone()).await.expect("delete") else { panic!("removed") };
+    assert!(marked.deleting);
+    let tenant = body(store.as_ref(), &t);
+    assert_eq!(tenant["metadata"]["finalizers"], json!([FINALIZER_MACHINES, FINALIZER_SECRETS]));
+    assert!(tenant["metadata"]["deletionTimestamp"].is_string());
+    let again = store.delete(t.clone()).await.expect("delete again");
+    assert_eq!(again, Deleted::Marked(marked.clone()), "a second delete changes nothing");
+    let refused = store.update(t.clone(), tenant_draft("1.31.1", None), marked.resource_version).await;
+    assert!(matches!(refused, Err(StoreError::Refused(_))), "{refused:?}");
+    let child = store.create(Key::child(Kind::ConfigPatch, "a", "q"), patch).await;
+    assert!(matches!(child, Err(StoreError::Refused(_))), "{child:?}");
+    let mut watch = store.watch(Kind::NodeGroup, Some(store.revision())).await.expect("watch");
+    let left = store.remove_finalizer(t.clone(), FINALIZER_MACHINES.into()).await.expect("first");
+    assert!(left.is_some());
+    assert!(store.remove_finalizer(t.clone(), FINALIZER_SECRETS.into()).await.expect("second").is_none());
+    assert!(store.get(&t).is_none());
+    assert_eq!(store.list(Kind::NodeGroup, Some("a".into()), Page::default()).total, 0);
+    assert!(store.get(&Key::child(Kind::ConfigPatch, "a", "p")).is_none());
+    assert_eq!(event_of(next_event(&mut watch).await).0, EventType::Deleted);
+    store.create(t.clone(), tenant_draft("1.31.0", None)).await.expect("the name is free again");
+}
+
+pub async fn machine_deletion(url: &str) {
+    let store = open(url).await;
+    store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("tenant");
+    let m = Key::child(Kind::Machine, "a", "m-1");
+    let created =
+        store.create(m.clone(), Draft { spec: json!({"providerType": "metal"}), ..Draft::default() });
+    created.await.expect("machine");
+    assert_eq!(body(store.as_ref(), &m)["status"]["stage"], "initializing");
+    assert!(matches!(store.delete(m.clone()).await.expect("delete"), Deleted::Marked(_)));
+    assert!(store.remove_finalizer(m.clone(), FINALIZER_MACHINES.into()).await.expect("clear").is_none());
+    assert!(store.get(&m).is_none());
+}
+
+pub async fn watch_burst_then_live(url: &str) {
+    let store = open(url).await;
+    for name in ["b", "a"] {
+        store.create(Key::tenant(name), tenant_draft("1.31.0", None)).await.expect("create");
+    }
+    let mut watch = store.watch(Kind::Tenant, None).await.expect("watch");
+    let burst: Vec<_> =
+        [next_event(&mut watch).await, next_event(&mut watch).await].into_iter().map(event_of).collect();
+    assert_eq!(
+        burst.iter().map(|e| (e.0, e.1.as_str())).collect::<Vec<_>>(),
+        [(EventType::Added, "a"), (EventType::Added, "b")]
+    );
+    let synced = next_event(&mut watch).await;
+    assert_eq!(synced, WatchItem::Synced(store.revision()));
+    store.create(Key::tenant("c"), tenant_draft("1.31.0", None)).await.expect("c");
+    store.update(Key::tenant("a"), tenant_draft("1.31.1", None), 1).await.expect("a");
+    store
+        .create(Key::child(Kind::ConfigPatch, "a", "p"), Draft { spec: json!({}), ..Draft::default() })
+        .await
+        .expect("p");
+    store.delete(Key::tenant("b")).await.expect("b");
+    let live: Vec<_> =
+        [next_event(&mut watch).await, next_event(&mut watch).await, next_event(&mut watch).await]
+            .into_iter()
+            .map(event_of)
+            .collect();
+    let summary: Vec<_> = live.iter().map(|e| (e.0, e.1.as_str())).collect();
+    assert_eq!(summary, [(EventType::Added, "c"), (EventType::Modified, "a"), (EventType::Modified, "b")]);
+    assert!(live.windows(2).all(|pair| pair[0].2 < pair[1].2), "revisions grow: {live:?}");
+}
+
+pub async fn watch_resumes_from_log(url: &str) {
+    let store = open(url).await;
+    store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("a");
+    let mark = store.revision();
+    store.create(Key::tenant("b"), tenant_draft("1.31.0", None)).await.expect("b");
+    store.update(Key::tenant("a"), tenant_draft("1.31.1", None), 1).await.expect("a");
+    // A second replica resumes from the shared log.
+    let other = open(url).await;
+    let mut watch = other.watch(Kind::Tenant, Some(mark)).await.expect("watch");
+    let replayed = [event_of(next_event(&mut watch).await), event_of(next_event(&mut watch).await)];
+    assert_eq!((replayed[0].0, replayed[0].1.as_str()), (EventType::Added, "b"));
+    assert_eq!((replayed[1].0, replayed[1].1.as_str()), (EventType::Modified, "a"));
+    other.create(Key::tenant("c"), tenant_draft("1.31.0", None)).await.expect("c");
+    assert_eq!(event_of(next_event(&mut watch).await).1, "c");
+}
+
+pub async fn watch_refuses_compacted_and_future(url: &str) {
+    let store = open_with(url, StoreOptions { event_retention: 5, ..StoreOptions::new(url) }).await;
+    store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("a");
+    for version in 1..=20 {
+        store
+            .update(Key::tenant("a"), tenant_draft(&format!("1.31.{version}"), None), version)
+            .await
+            .expect("update");
+    }
+    let gone = store.watch(Kind::Tenant, Some(1)).await.err();
+    assert!(matches!(gone, Some(StoreError::Gone { requested: 1, .. })), "{gone:?}");
+    let recent = store.watch(Kind::Tenant, Some(store.revision() - 3)).await;
+    assert!(recent.is_ok(), "recent revisions stay in the log");
+    let future = store.watch(Kind::Tenant, Some(store.revision() + 1)).await.err();
+    assert!(matches!(future, Some(StoreError::Future { .. })), "{future:?}");
+}
+
+pub async fn slow_watchers_are_cut_off(url: &str) {
+    let store = open_with(url, StoreOptions { watch_buffer: 4, ..StoreOptions::new(url) }).await;
+    let mut slow = store.watch(Kind::Tenant, Some(0)).await.expect("watch");
+    for i in 0..10 {
+        store.create(Key::tenant(format!("t{i}")), tenant_draft("1.31.0", None)).await.expect("create");
+    }
+    let mut saw_lag = false;
+    while let Ok(Some(item)) = tokio::time::timeout(std::time::Duration::from_secs(2), slow.next()).await {
+        if item.is_err() {
+            saw_lag = true;
+        }
+    }
+    assert!(saw_lag, "a watcher that does not read is disconnected");
+}
+
+pub async fn reopen_sees_everything(url: &str) {
+    let store = open(url).await;
+    store.create(Key::tenant("a"), tenant_draft("1.31.0", Some(vec![group("g", 1)]))).await.expect("a");
+    store.update(Key::tenant("a"), tenant_draft("1.31.1", None), 1).await.expect("update");
+    store.delete(Key::tenant("a")).await.expect("delete");
+    let again = open(url).await;
+    assert_eq!(again.revision(), store.revision());
+    for kind in Kind::ALL {
+        let before = store.list(kind, None, Page { limit: 1000, offset: 0 });
+        let after = again.list(kind, None, Page { limit: 1000, offset: 0 });
+        assert_eq!(before, after, "{kind} survives a restart");
+    }
+}
+
+pub async fn projections(url: &str) {
+    let store = open(url).await;
+    assert_eq!(store.projection(None).await.expect("read"), None);
+    let item = cms_model::Projected {
+        tenant: "a".into(),
+        kind: "Machine".into(),
+        tf_type: "terraform_data".into(),
+        name: "cp-0".into(),
+        spec: json!({"address": "10.0.0.1"}),
+    };
+    let missing = store.set_projection("a".into(), vec![item.clone()]).await;
+    assert!(matches!(missing, Err(StoreError::NotFound(_))), "{missing:?}");
+    store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("a");
+    assert_eq!(store.projection(Some("a".into())).await.expect("read"), None);
+    store.set_projection("a".into(), vec![item.clone()]).await.expect("write");
+    assert_eq!(store.projection(Some("a".into())).await.expect("read"), Some(vec![item.clone()]));
+    assert_eq!(store.projection(None).await.expect("read"), Some(vec![item]));
+}

@@ -1,0 +1,107 @@
+//! The tables, as sea-orm entities. The derive macros need their items public
+//! inside these crate-private modules.
+
+/// Every resource, keyed by `(kind, tenant, name)`; `tenant` is empty for tenants.
+#[allow(unreachable_pub)]
+pub(crate) mod object {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "objects")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub kind: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub tenant: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub name: String,
+        pub resource_version: i64,
+        pub generation: i64,
+        pub created_at: String,
+        pub updated_at: String,
+        pub deletion_timestamp: Option<String>,
+        /// JSON array of strings.
+        pub finalizers: String,
+        /// JSON object of strings.
+        pub labels: String,
+        /// JSON object of strings.
+        pub annotations: String,
+        /// JSON; for tenants, without `nodeGroups`, which are rows of their own.
+        pub spec: String,
+        /// JSON.
+        pub status: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+/// The event log: one row per change, in revision order.
+#[allow(unreachable_pub)]
+pub(crate) mod event {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "events")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub revision: i64,
+        pub kind: String,
+        pub tenant: String,
+        pub name: String,
+        pub event_type: String,
+        /// The object after the change (before it, for a deletion).
+        pub object: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+/// Named counters: `revision` (the newest store-wide revision) and
+/// `compacted` (the newest revision dropped from the event log).
+#[allow(unreachable_pub)]
+pub(crate) mod counter {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "counters")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub name: String,
+        pub value: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+
+    pub(crate) const REVISION: &str = "revision";
+    pub(crate) const COMPACTED: &str = "compacted";
+}
+
+/// The projected resources of each tenant's last provisioning run.
+#[allow(unreachable_pub)]
+pub(crate) mod projection {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "projections")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub tenant: String,
+        /// JSON array of projected resources.
+        pub items: String,
+        pub recorded_at: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

@@ -1,0 +1,36 @@
+//! The durable store of `cms`.
+//!
+//! Resources live in one table keyed by `(kind, tenant, name)`. Every write is
+//! one transaction that also takes the next store-wide revisions from a
+//! counter row and appends the changes to the event log, so the log holds
+//! every change in commit order. Reads are served from an in-memory cache
+//! that applies the log in revision order, and watches are fed from it.
+//!
+//! [`SqlStore`] runs on SQLite (embedded, the default) through sea-orm.
+
+mod api;
+mod cache;
+#[cfg(any(test, feature = "testsuite"))]
+pub mod conformance;
+mod entity;
+mod error;
+mod migration;
+mod projection;
+mod render;
+mod rows;
+mod sql;
+mod watch;
+mod write;
+
+#[cfg(any(test, feature = "testsuite"))]
+pub use api::MockStore;
+pub use api::{
+    Deleted, Draft, EventType, Key, Listing, Object, Store, WatchError, WatchEvent, WatchItem, WatchStream,
+};
+pub use error::StoreError;
+pub use sql::{SqlStore, StoreOptions};
+
+/// The finalizer that stands for a tenant's machines and infrastructure.
+pub const FINALIZER_MACHINES: &str = "service.io/machines";
+/// The finalizer that stands for a tenant's secrets.
+pub const FINALIZER_SECRETS: &str = "service.io/secrets";

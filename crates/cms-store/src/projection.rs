@@ -1,0 +1,52 @@
+//! The projected resources of each tenant's last provisioning run.
+
+use chrono::Utc;
+use cms_model::Projected;
+use sea_orm::{ActiveValue::Set, EntityTrait, QueryOrder, TransactionTrait};
+
+use crate::api::Key;
+use crate::entity::projection;
+use crate::error::StoreError;
+use crate::render::{format_time, json};
+use crate::rows;
+use crate::sql::SqlStore;
+
+impl SqlStore {
+    pub(crate) async fn write_projection(
+        &self,
+        tenant: String,
+        items: Vec<Projected>,
+    ) -> Result<(), StoreError> {
+        let items = serde_json::to_string(&items).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+        let _guard = self.write_lock.lock().await;
+        let txn = self.db.begin().await?;
+        rows::get(&txn, &Key::tenant(tenant.clone())).await?;
+        projection::Entity::delete_by_id(tenant.clone()).exec(&txn).await?;
+        let row = projection::ActiveModel {
+            tenant: Set(tenant),
+            items: Set(items),
+            recorded_at: Set(format_time(Utc::now())),
+        };
+        projection::Entity::insert(row).exec_without_returning(&txn).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) async fn read_projection(
+        &self,
+        tenant: Option<String>,
+    ) -> Result<Option<Vec<Projected>>, StoreError> {
+        let rows = match tenant {
+            Some(tenant) => projection::Entity::find_by_id(tenant).one(&self.db).await?.into_iter().collect(),
+            None => projection::Entity::find().order_by_asc(projection::Column::Tenant).all(&self.db).await?,
+        };
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut items = Vec::new();
+        for row in rows {
+            items.extend(json::<Vec<Projected>>(&row.items)?);
+        }
+        Ok(Some(items))
+    }
+}

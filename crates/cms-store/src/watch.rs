@@ -1,0 +1,101 @@
+//! Watches: an initial burst from the cache or a replay from the event log,
+//! then live events from the cache's broadcast.
+
+use std::sync::Arc;
+
+use cms_model::Kind;
+use futures_util::{StreamExt, stream};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::api::{EventType, Key, WatchError, WatchEvent, WatchItem, WatchStream};
+use crate::entity::{counter, event};
+use crate::error::StoreError;
+use crate::render::parse_object;
+use crate::sql::SqlStore;
+use crate::write::counter;
+
+impl SqlStore {
+    pub(crate) async fn open_watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStream, StoreError> {
+        let Some(since) = since else {
+            let (objects, revision, receiver) = self.cache.snapshot(kind);
+            let burst = objects
+                .into_iter()
+                .map(move |object| {
+                    Ok(WatchItem::Event(WatchEvent { revision, event_type: EventType::Added, object }))
+                })
+                .chain([Ok(WatchItem::Synced(revision))]);
+            return Ok(Box::pin(stream::iter(burst).chain(live(receiver, kind, revision))));
+        };
+        let (revision, receiver) = self.cache.subscribe();
+        if since > revision {
+            return Err(StoreError::Future { requested: since, current: revision });
+        }
+        let replay = self.read_log(since, Some(revision), Some(kind)).await?;
+        // Compaction only moves forward, so checking after the read proves
+        // that the read saw every event after `since`.
+        let compacted = counter(&self.db, counter::COMPACTED).await?;
+        if since < compacted {
+            return Err(StoreError::Gone { requested: since, compacted });
+        }
+        let replay = replay.into_iter().map(|event| Ok(WatchItem::Event(event)));
+        Ok(Box::pin(stream::iter(replay).chain(live(receiver, kind, revision))))
+    }
+
+    /// Applies to the cache whatever the log holds beyond it: the writes of
+    /// other replicas.
+    pub(crate) async fn catch_up(&self) -> Result<(), StoreError> {
+        let events = self.read_log(self.cache.revision(), None, None).await?;
+        self.cache.apply(events);
+        Ok(())
+    }
+
+    /// The logged events after `after` (up to `upto`), of one kind or all.
+    async fn read_log(
+        &self,
+        after: u64,
+        upto: Option<u64>,
+        kind: Option<Kind>,
+    ) -> Result<Vec<WatchEvent>, StoreError> {
+        let mut query = event::Entity::find().filter(event::Column::Revision.gt(after as i64));
+        if let Some(upto) = upto {
+            query = query.filter(event::Column::Revision.lte(upto as i64));
+        }
+        if let Some(kind) = kind {
+            query = query.filter(event::Column::Kind.eq(kind.as_str()));
+        }
+        let rows = query.order_by_asc(event::Column::Revision).all(&self.db).await?;
+        rows.into_iter()
+            .map(|row| {
+                let kind = Kind::from_name(&row.kind)
+                    .ok_or_else(|| StoreError::Corrupt(format!("unknown kind {:?} in the log", row.kind)))?;
+                let event_type = EventType::from_name(&row.event_type)
+                    .ok_or_else(|| StoreError::Corrupt(format!("unknown event type {:?}", row.event_type)))?;
+                let object = parse_object(Key { kind, tenant: row.tenant, name: row.name }, row.object)?;
+                Ok(WatchEvent { revision: row.revision as u64, event_type, object: Arc::new(object) })
+            })
+            .collect()
+    }
+}
+
+/// The live events of `kind` after revision `after`; ends with `Lagged` when
+/// the watcher falls more than the broadcast buffer behind.
+fn live(
+    receiver: broadcast::Receiver<Arc<WatchEvent>>,
+    kind: Kind,
+    after: u64,
+) -> impl futures_util::Stream<Item = Result<WatchItem, WatchError>> + Send {
+    stream::unfold(Some(receiver), move |state| async move {
+        let mut receiver = state?;
+        loop {
+            match receiver.recv().await {
+                Ok(event) if event.object.key.kind == kind && event.revision > after => {
+                    return Some((Ok(WatchItem::Event(WatchEvent::clone(&event))), Some(receiver)));
+                }
+                Ok(_) => continue,
+                Err(RecvError::Lagged(_)) => return Some((Err(WatchError::Lagged), None)),
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    })
+}
