@@ -15,6 +15,7 @@ mod node_group;
 mod parse;
 mod projected;
 mod tenant;
+mod user;
 mod validate;
 
 pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFormat, PatchTarget};
@@ -30,5 +31,9 @@ pub use projected::{Projected, ProjectedList};
 pub use tenant::{
     Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, Phase, Tenant, TenantSpec,
     TenantStatus,
+};
+pub use user::{
+    ApiToken, ApiTokenSpec, ApiTokenStatus, LoginRequest, LoginResponse, MAX_PASSWORD_BYTES, MAX_TOKEN_HOURS,
+    MIN_PASSWORD_BYTES, User, UserRole, UserSpec, UserStatus, validate_password,
 };
 pub use validate::{FieldError, Validate, normalize_version, validate_name};

@@ -8,6 +8,8 @@
 //!
 //! [`SqlStore`] runs on SQLite (embedded, the default) through sea-orm.
 
+mod accounts;
+mod accounts_sql;
 mod api;
 mod cache;
 #[cfg(any(test, feature = "testsuite"))]
@@ -22,6 +24,9 @@ mod sql;
 mod watch;
 mod write;
 
+#[cfg(any(test, feature = "testsuite"))]
+pub use accounts::MockAccounts;
+pub use accounts::{Accounts, TokenRecord, UserChange, UserRecord};
 #[cfg(any(test, feature = "testsuite"))]
 pub use api::MockStore;
 pub use api::{

@@ -6,13 +6,18 @@ pub(crate) struct Migrator;
 
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(CreateTables)]
+        vec![Box::new(CreateTables), Box::new(CreateAccounts)]
     }
 }
 
 /// The first schema: objects, events, counters and projections.
-#[derive(DeriveMigrationName)]
 struct CreateTables;
+
+impl MigrationName for CreateTables {
+    fn name(&self) -> &str {
+        "m0001_create_tables"
+    }
+}
 
 #[derive(DeriveIden)]
 enum Objects {
@@ -133,6 +138,102 @@ impl MigrationTrait for CreateTables {
                     .col(text(Projections::Tenant).primary_key())
                     .col(text(Projections::Items))
                     .col(text(Projections::RecordedAt))
+                    .to_owned(),
+            )
+            .await
+    }
+}
+
+/// Users, API tokens and settings.
+struct CreateAccounts;
+
+impl MigrationName for CreateAccounts {
+    fn name(&self) -> &str {
+        "m0002_create_accounts"
+    }
+}
+
+#[derive(DeriveIden)]
+enum Users {
+    Table,
+    Name,
+    Role,
+    PasswordHash,
+    ResourceVersion,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(DeriveIden)]
+enum ApiTokens {
+    Table,
+    Id,
+    UserName,
+    Name,
+    SecretHash,
+    ExpiresAt,
+    CreatedAt,
+    LastUsedAt,
+}
+
+#[derive(DeriveIden)]
+enum Settings {
+    Table,
+    Name,
+    Value,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateAccounts {
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(Users::Table)
+                    .col(text(Users::Name).primary_key())
+                    .col(text(Users::Role))
+                    .col(text(Users::PasswordHash))
+                    .col(big(Users::ResourceVersion))
+                    .col(text(Users::CreatedAt))
+                    .col(text(Users::UpdatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(ApiTokens::Table)
+                    .col(text(ApiTokens::Id).primary_key())
+                    .col(text(ApiTokens::UserName))
+                    .col(text(ApiTokens::Name))
+                    .col(text(ApiTokens::SecretHash))
+                    .col(text(ApiTokens::ExpiresAt))
+                    .col(text(ApiTokens::CreatedAt))
+                    .col(ColumnDef::new(ApiTokens::LastUsedAt).text().null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("api_tokens_user_name")
+                    .table(ApiTokens::Table)
+                    .col(ApiTokens::UserName)
+                    .col(ApiTokens::Name)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(Settings::Table)
+                    .col(text(Settings::Name).primary_key())
+                    .col(text(Settings::Value))
                     .to_owned(),
             )
             .await

@@ -1,92 +1,13 @@
-//! The store conformance suite: one set of behaviours every backend must
-//! show. Each case takes a fresh database URL; [`crate::conformance_suite!`]
-//! turns them into tests for one backend.
-
-use std::sync::Arc;
+//! Conformance cases for resources: create, read, compare-and-set, node
+//! groups as tenant spec, deletion and restarts.
 
 use cms_model::{Kind, Page};
-use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::api::{Deleted, Draft, EventType, Key, Store, WatchItem, WatchStream};
+use super::{body, event_of, group, group_names, next_event, open, tenant_draft};
+use crate::api::{Deleted, Draft, EventType, Key, Store};
 use crate::error::StoreError;
-use crate::sql::{SqlStore, StoreOptions};
 use crate::{FINALIZER_MACHINES, FINALIZER_SECRETS};
-
-/// Generates one `#[tokio::test]` per conformance case. `$url` is an
-/// expression giving `(url, guard)`: a fresh, empty database and whatever
-/// keeps it alive.
-#[macro_export]
-macro_rules! conformance_suite {
-    ($url:expr) => {
-        $crate::conformance_suite!(@cases $url;
-            create_get_and_list, duplicates_conflict, children_need_their_tenant,
-            compare_and_set, generation_follows_spec, concurrent_updates_have_one_winner,
-            node_group_resources_are_tenant_spec, tenant_update_replaces_groups,
-            tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
-            watch_resumes_from_log, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
-            reopen_sees_everything, projections);
-    };
-    (@cases $url:expr; $($case:ident),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $case() {
-                let (url, _guard) = $url;
-                $crate::conformance::$case(&url).await;
-            }
-        )*
-    };
-}
-
-async fn open(url: &str) -> Arc<SqlStore> {
-    open_with(url, StoreOptions::new(url)).await
-}
-
-async fn open_with(url: &str, options: StoreOptions) -> Arc<SqlStore> {
-    SqlStore::open(&options).await.unwrap_or_else(|err| panic!("opening {url}: {err:?}"))
-}
-
-fn group(name: &str, count: u32) -> Value {
-    json!({"name": name, "role": "worker", "count": count, "providerClass": "metal:bare",
-           "providerConfig": {"hosts": [{"address": "10.0.0.1"}]}, "configPatches": []})
-}
-
-fn tenant_draft(version: &str, groups: Option<Vec<Value>>) -> Draft {
-    let mut spec = json!({"kubernetesVersion": version, "podNetwork": ["10.244.0.0/16"]});
-    if let Some(groups) = groups {
-        spec["nodeGroups"] = Value::Array(groups);
-    }
-    Draft { spec, ..Draft::default() }
-}
-
-fn body(store: &dyn Store, key: &Key) -> Value {
-    let object = store.get(key).unwrap_or_else(|| panic!("{key} is missing"));
-    serde_json::from_slice(&object.json).expect("stored JSON")
-}
-
-fn group_names(tenant: &Value) -> Vec<String> {
-    tenant["spec"]["nodeGroups"]
-        .as_array()
-        .expect("nodeGroups")
-        .iter()
-        .map(|g| g["name"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-async fn next_event(stream: &mut WatchStream) -> WatchItem {
-    tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
-        .await
-        .expect("watch event in time")
-        .expect("stream open")
-        .expect("no watch error")
-}
-
-fn event_of(item: WatchItem) -> (EventType, String, u64) {
-    match item {
-        WatchItem::Event(e) => (e.event_type, e.object.key.name.clone(), e.revision),
-        WatchItem::Synced(r) => panic!("unexpected sync at {r}"),
-    }
-}
 
 pub async fn create_get_and_list(url: &str) {
     let store = open(url).await;
@@ -257,85 +178,6 @@ pub async fn machine_deletion(url: &str) {
     assert!(matches!(store.delete(m.clone()).await.expect("delete"), Deleted::Marked(_)));
     assert!(store.remove_finalizer(m.clone(), FINALIZER_MACHINES.into()).await.expect("clear").is_none());
     assert!(store.get(&m).is_none());
-}
-
-pub async fn watch_burst_then_live(url: &str) {
-    let store = open(url).await;
-    for name in ["b", "a"] {
-        store.create(Key::tenant(name), tenant_draft("1.31.0", None)).await.expect("create");
-    }
-    let mut watch = store.watch(Kind::Tenant, None).await.expect("watch");
-    let burst: Vec<_> =
-        [next_event(&mut watch).await, next_event(&mut watch).await].into_iter().map(event_of).collect();
-    assert_eq!(
-        burst.iter().map(|e| (e.0, e.1.as_str())).collect::<Vec<_>>(),
-        [(EventType::Added, "a"), (EventType::Added, "b")]
-    );
-    let synced = next_event(&mut watch).await;
-    assert_eq!(synced, WatchItem::Synced(store.revision()));
-    store.create(Key::tenant("c"), tenant_draft("1.31.0", None)).await.expect("c");
-    store.update(Key::tenant("a"), tenant_draft("1.31.1", None), 1).await.expect("a");
-    store
-        .create(Key::child(Kind::ConfigPatch, "a", "p"), Draft { spec: json!({}), ..Draft::default() })
-        .await
-        .expect("p");
-    store.delete(Key::tenant("b")).await.expect("b");
-    let live: Vec<_> =
-        [next_event(&mut watch).await, next_event(&mut watch).await, next_event(&mut watch).await]
-            .into_iter()
-            .map(event_of)
-            .collect();
-    let summary: Vec<_> = live.iter().map(|e| (e.0, e.1.as_str())).collect();
-    assert_eq!(summary, [(EventType::Added, "c"), (EventType::Modified, "a"), (EventType::Modified, "b")]);
-    assert!(live.windows(2).all(|pair| pair[0].2 < pair[1].2), "revisions grow: {live:?}");
-}
-
-pub async fn watch_resumes_from_log(url: &str) {
-    let store = open(url).await;
-    store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("a");
-    let mark = store.revision();
-    store.create(Key::tenant("b"), tenant_draft("1.31.0", None)).await.expect("b");
-    store.update(Key::tenant("a"), tenant_draft("1.31.1", None), 1).await.expect("a");
-    // A second replica resumes from the shared log.
-    let other = open(url).await;
-    let mut watch = other.watch(Kind::Tenant, Some(mark)).await.expect("watch");
-    let replayed = [event_of(next_event(&mut watch).await), event_of(next_event(&mut watch).await)];
-    assert_eq!((replayed[0].0, replayed[0].1.as_str()), (EventType::Added, "b"));
-    assert_eq!((replayed[1].0, replayed[1].1.as_str()), (EventType::Modified, "a"));
-    other.create(Key::tenant("c"), tenant_draft("1.31.0", None)).await.expect("c");
-    assert_eq!(event_of(next_event(&mut watch).await).1, "c");
-}
-
-pub async fn watch_refuses_compacted_and_future(url: &str) {
-    let store = open_with(url, StoreOptions { event_retention: 5, ..StoreOptions::new(url) }).await;
-    store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("a");
-    for version in 1..=20 {
-        store
-            .update(Key::tenant("a"), tenant_draft(&format!("1.31.{version}"), None), version)
-            .await
-            .expect("update");
-    }
-    let gone = store.watch(Kind::Tenant, Some(1)).await.err();
-    assert!(matches!(gone, Some(StoreError::Gone { requested: 1, .. })), "{gone:?}");
-    let recent = store.watch(Kind::Tenant, Some(store.revision() - 3)).await;
-    assert!(recent.is_ok(), "recent revisions stay in the log");
-    let future = store.watch(Kind::Tenant, Some(store.revision() + 1)).await.err();
-    assert!(matches!(future, Some(StoreError::Future { .. })), "{future:?}");
-}
-
-pub async fn slow_watchers_are_cut_off(url: &str) {
-    let store = open_with(url, StoreOptions { watch_buffer: 4, ..StoreOptions::new(url) }).await;
-    let mut slow = store.watch(Kind::Tenant, Some(0)).await.expect("watch");
-    for i in 0..10 {
-        store.create(Key::tenant(format!("t{i}")), tenant_draft("1.31.0", None)).await.expect("create");
-    }
-    let mut saw_lag = false;
-    while let Ok(Some(item)) = tokio::time::timeout(std::time::Duration::from_secs(2), slow.next()).await {
-        if item.is_err() {
-            saw_lag = true;
-        }
-    }
-    assert!(saw_lag, "a watcher that does not read is disconnected");
 }
 
 pub async fn reopen_sees_everything(url: &str) {

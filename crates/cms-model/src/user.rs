@@ -1,0 +1,158 @@
+//! Users, their roles, API tokens and the login exchange.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::meta::Resource;
+use crate::validate::FieldError;
+
+/// What a user may do (decisions §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UserRole {
+    View,
+    Edit,
+    Admin,
+}
+
+impl UserRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserRole::View => "view",
+            UserRole::Edit => "edit",
+            UserRole::Admin => "admin",
+        }
+    }
+
+    /// Parses the name written by [`UserRole::as_str`].
+    pub fn from_name(name: &str) -> Option<UserRole> {
+        match name {
+            "view" => Some(UserRole::View),
+            "edit" => Some(UserRole::Edit),
+            "admin" => Some(UserRole::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// A user resource. The password is accepted on input and never shown.
+pub type User = Resource<UserSpec, UserStatus>;
+
+/// The desired state of a user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserSpec {
+    pub role: UserRole,
+    /// Required on create; on update, absent keeps the current password.
+    #[serde(default, skip_serializing)]
+    pub password: Option<String>,
+}
+
+/// The observed state of a user.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserStatus {}
+
+/// The longest password bcrypt takes whole.
+pub const MAX_PASSWORD_BYTES: usize = 72;
+/// The shortest password accepted.
+pub const MIN_PASSWORD_BYTES: usize = 8;
+
+/// Checks a new password's length.
+pub fn validate_password(field: &str, password: &str) -> Result<(), FieldError> {
+    if password.len() > MAX_PASSWORD_BYTES {
+        return Err(FieldError::new(field, format!("must be at most {MAX_PASSWORD_BYTES} bytes")));
+    }
+    if password.len() < MIN_PASSWORD_BYTES {
+        return Err(FieldError::new(field, format!("must be at least {MIN_PASSWORD_BYTES} bytes")));
+    }
+    Ok(())
+}
+
+/// An API token resource. `status.token` is set only in the create response.
+pub type ApiToken = Resource<ApiTokenSpec, ApiTokenStatus>;
+
+/// The desired state of an API token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiTokenSpec {
+    /// The lifetime, `<number>h`, at most 8760h.
+    pub expires_in: String,
+}
+
+/// The observed state of an API token.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiTokenStatus {
+    /// The token value, shown once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// The longest token lifetime, in hours.
+pub const MAX_TOKEN_HOURS: u64 = 8760;
+
+impl ApiTokenSpec {
+    /// The lifetime in hours: a positive `<number>h`, at most 8760h.
+    pub fn hours(&self) -> Result<u64, FieldError> {
+        let field = "spec.expiresIn";
+        let digits = self
+            .expires_in
+            .strip_suffix('h')
+            .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| FieldError::new(field, format!("{:?} must have the form <number>h", self.expires_in)))?;
+        match digits.parse::<u64>() {
+            Ok(hours) if (1..=MAX_TOKEN_HOURS).contains(&hours) => Ok(hours),
+            _ => Err(FieldError::new(field, format!("must be between 1h and {MAX_TOKEN_HOURS}h"))),
+        }
+    }
+}
+
+/// The body of `POST /auth/login`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+}
+
+/// The answer to a successful login.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoginResponse {
+    pub token: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_lifetimes() {
+        let hours = |s: &str| ApiTokenSpec { expires_in: s.into() }.hours();
+        assert_eq!(hours("24h").unwrap(), 24);
+        assert_eq!(hours("8760h").unwrap(), 8760);
+        for bad in ["0h", "8761h", "24", "h", "-1h", "1.5h", "24m", " 24h"] {
+            assert!(hours(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_bounded() {
+        assert!(validate_password("p", &"x".repeat(72)).is_ok());
+        assert!(validate_password("p", &"x".repeat(73)).is_err());
+        assert!(validate_password("p", "short").is_err());
+    }
+
+    #[test]
+    fn passwords_are_never_serialized() {
+        let spec = UserSpec { role: UserRole::Edit, password: Some("secret-password".into()) };
+        let json = serde_json::to_string(&spec).unwrap();
+        assert_eq!(json, r#"{"role":"edit"}"#);
+    }
+}

@@ -1,0 +1,119 @@
+//! Users, API tokens and generated settings: the records authentication
+//! reads. They never enter the resource cache or the event log, since they
+//! hold password and token hashes.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use cms_model::UserRole;
+
+use crate::error::StoreError;
+
+/// A stored user.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserRecord {
+    pub name: String,
+    pub role: UserRole,
+    /// The bcrypt hash of the password.
+    pub password_hash: String,
+    pub resource_version: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for UserRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserRecord")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .field("resource_version", &self.resource_version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A change to a user; `None` keeps the field.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct UserChange {
+    pub role: Option<UserRole>,
+    pub password_hash: Option<String>,
+}
+
+impl std::fmt::Debug for UserChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserChange")
+            .field("role", &self.role)
+            .field("password", &self.password_hash.as_ref().map(|_| "<changed>"))
+            .finish()
+    }
+}
+
+/// A stored API token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// The public part of the token, which finds the record.
+    pub id: String,
+    pub user: String,
+    pub name: String,
+    /// The SHA-256 of the secret part, hex-encoded.
+    pub secret_hash: String,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+impl std::fmt::Debug for TokenRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenRecord")
+            .field("id", &self.id)
+            .field("user", &self.user)
+            .field("name", &self.name)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The persistence of users, tokens and settings.
+#[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
+#[async_trait]
+pub trait Accounts: Send + Sync + 'static {
+    async fn user(&self, name: String) -> Result<Option<UserRecord>, StoreError>;
+
+    /// Every user, sorted by name.
+    async fn users(&self) -> Result<Vec<UserRecord>, StoreError>;
+
+    /// Creates a user; `AlreadyExists` when the name is taken.
+    async fn create_user(&self, user: UserRecord) -> Result<UserRecord, StoreError>;
+
+    /// Creates `user` only if there are no users at all. Returns whether it did.
+    async fn create_first_user(&self, user: UserRecord) -> Result<bool, StoreError>;
+
+    /// Changes a user, checking `resourceVersion` when given. Demoting the
+    /// last admin is `Refused`.
+    async fn update_user(
+        &self,
+        name: String,
+        change: UserChange,
+        expected: Option<u64>,
+    ) -> Result<UserRecord, StoreError>;
+
+    /// Deletes a user and its tokens. Deleting the last admin is `Refused`.
+    async fn delete_user(&self, name: String) -> Result<(), StoreError>;
+
+    /// Stores a token; `AlreadyExists` when the user has one of that name.
+    async fn create_token(&self, token: TokenRecord) -> Result<TokenRecord, StoreError>;
+
+    /// A user's tokens, sorted by name.
+    async fn tokens(&self, user: String) -> Result<Vec<TokenRecord>, StoreError>;
+
+    /// The token with this id.
+    async fn token(&self, id: String) -> Result<Option<TokenRecord>, StoreError>;
+
+    /// Revokes a token; `NotFound` when there is none of that name.
+    async fn delete_token(&self, user: String, name: String) -> Result<(), StoreError>;
+
+    /// Records when a token was last used.
+    async fn touch_token(&self, id: String, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// The setting `name`; when absent, stores `value` first. Every replica
+    /// gets the same answer.
+    async fn setting_or_insert(&self, name: String, value: String) -> Result<String, StoreError>;
+}

@@ -1,0 +1,95 @@
+//! The store conformance suite: one set of behaviours every backend must
+//! show. Each case takes a fresh database URL; [`crate::conformance_suite!`]
+//! turns them into tests for one backend.
+
+mod accounts;
+mod resources;
+mod watch;
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::api::{Draft, EventType, Key, Store, WatchItem, WatchStream};
+use crate::sql::{SqlStore, StoreOptions};
+
+/// Generates one `#[tokio::test]` per conformance case. `$url` is an
+/// expression giving `(url, guard)`: a fresh, empty database and whatever
+/// keeps it alive.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($url:expr) => {
+        $crate::conformance_suite!(@cases $url;
+            create_get_and_list, duplicates_conflict, children_need_their_tenant,
+            compare_and_set, generation_follows_spec, concurrent_updates_have_one_winner,
+            node_group_resources_are_tenant_spec, tenant_update_replaces_groups,
+            tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
+            watch_resumes_from_log, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
+            reopen_sees_everything, projections,
+            users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value);
+    };
+    (@cases $url:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (url, _guard) = $url;
+                $crate::conformance::$case(&url).await;
+            }
+        )*
+    };
+}
+
+pub use accounts::*;
+pub use resources::*;
+pub use watch::*;
+
+pub(crate) async fn open(url: &str) -> Arc<SqlStore> {
+    open_with(url, StoreOptions::new(url)).await
+}
+
+pub(crate) async fn open_with(url: &str, options: StoreOptions) -> Arc<SqlStore> {
+    SqlStore::open(&options).await.unwrap_or_else(|err| panic!("opening {url}: {err:?}"))
+}
+
+pub(crate) fn group(name: &str, count: u32) -> Value {
+    json!({"name": name, "role": "worker", "count": count, "providerClass": "metal:bare",
+           "providerConfig": {"hosts": [{"address": "10.0.0.1"}]}, "configPatches": []})
+}
+
+pub(crate) fn tenant_draft(version: &str, groups: Option<Vec<Value>>) -> Draft {
+    let mut spec = json!({"kubernetesVersion": version, "podNetwork": ["10.244.0.0/16"]});
+    if let Some(groups) = groups {
+        spec["nodeGroups"] = Value::Array(groups);
+    }
+    Draft { spec, ..Draft::default() }
+}
+
+pub(crate) fn body(store: &dyn Store, key: &Key) -> Value {
+    let object = store.get(key).unwrap_or_else(|| panic!("{key} is missing"));
+    serde_json::from_slice(&object.json).expect("stored JSON")
+}
+
+pub(crate) fn group_names(tenant: &Value) -> Vec<String> {
+    tenant["spec"]["nodeGroups"]
+        .as_array()
+        .expect("nodeGroups")
+        .iter()
+        .map(|g| g["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+pub(crate) async fn next_event(stream: &mut WatchStream) -> WatchItem {
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream.next())
+        .await
+        .expect("watch event in time")
+        .expect("stream open")
+        .expect("no watch error")
+}
+
+pub(crate) fn event_of(item: WatchItem) -> (EventType, String, u64) {
+    match item {
+        WatchItem::Event(e) => (e.event_type, e.object.key.name.clone(), e.revision),
+        WatchItem::Synced(r) => panic!("unexpected sync at {r}"),
+    }
+}
