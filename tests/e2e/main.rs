@@ -1,0 +1,20 @@
+//! End-to-end tests: the real `cms-server` binary, started by each test on a
+//! free loopback port with a fresh data directory, and driven over HTTP.
+//!
+//! Build the binary first (`cargo build -p cms-server`), or run
+//! `cargo xtask e2e`, which does both.
+
+mod config_patches;
+mod conflicts;
+mod deletion;
+mod durability;
+mod errors;
+mod generation;
+mod inline_groups;
+mod machines;
+mod node_groups;
+mod operational;
+mod pagination;
+mod shutdown;
+mod tenants;
+mod watch;

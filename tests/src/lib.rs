@@ -1,0 +1,24 @@
+//! Test support for driving the real `cms-server` binary over HTTP.
+//!
+//! [`Server`] starts the binary with a fresh data directory on a free port of
+//! the loopback interface and stops it with SIGTERM or SIGKILL; a stopped
+//! server restarts on the same data directory. [`Api`] is a small HTTP client
+//! whose replies check statuses and error bodies, [`Watch`] reads the tenant
+//! watch stream frame by frame, and [`fixtures`] builds request bodies.
+//!
+//! Every wait is bounded: a server that does not start, answer or stop in time
+//! fails the test with its log attached, never hangs it.
+
+mod api;
+mod binary;
+pub mod fixtures;
+pub mod raw;
+mod server;
+mod watch;
+
+pub use api::{Api, REQUEST_TIMEOUT, Reply};
+pub use binary::server_binary;
+pub use server::{DataDir, START_TIMEOUT, STOP_TIMEOUT, Server, ServerOptions, Stopped};
+pub use watch::{Frame, Watch};
+
+pub use reqwest::Method;

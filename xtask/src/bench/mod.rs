@@ -1,0 +1,177 @@
+//! `cargo xtask bench`: throughput of the API, as ratios to a bare actix-web
+//! hello endpoint measured in the same run.
+//!
+//! Both servers are release builds started on loopback ports. The load comes
+//! from a closed-loop generator in this process (see [`load`]), so on a small
+//! machine the generator and the server share the cores; the ratios compare
+//! like with like, the absolute figures depend on the machine.
+
+mod load;
+mod report;
+mod servers;
+mod workloads;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+
+use crate::shell::{Timings, cargo, output, seconds, workspace_root};
+use load::{Shape, WorkloadFactory};
+use report::{Measurement, Report};
+use servers::Process;
+
+/// The longest the release builds may take.
+const BUILD_LIMIT: Duration = Duration::from_secs(40 * 60);
+/// The longest the preload may take.
+const PRELOAD_LIMIT: Duration = Duration::from_secs(15 * 60);
+
+/// Options of `cargo xtask bench`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BenchOptions {
+    /// Keep-alive connections per scenario.
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+    /// Measured seconds per scenario.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Warm-up seconds per scenario, not measured.
+    #[arg(long, default_value_t = 1)]
+    warmup: u64,
+    /// Tenants preloaded before the tenant scenarios.
+    #[arg(long, default_value_t = 10_000)]
+    tenants: usize,
+    /// Worker threads of the load generator.
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+    /// Where the markdown report is written, relative to the workspace root.
+    #[arg(long, default_value = "docs/performance.md")]
+    output: PathBuf,
+}
+
+/// Builds, starts, loads and stops both servers, then prints and writes the report.
+pub(crate) fn run(options: &BenchOptions) -> Result<()> {
+    ensure!(options.connections > 0 && options.seconds > 0, "connections and seconds must be positive");
+    ensure!(options.tenants >= options.connections, "--tenants must be at least --connections");
+    let mut timings = Timings::default();
+    timings.run(
+        "build cms-server (release)",
+        &mut cargo(["build", "--release", "-p", "cms-server", "--bin", "cms-server"]),
+        BUILD_LIMIT,
+    )?;
+    timings.run(
+        "build hello example (release)",
+        &mut cargo(["build", "--release", "-p", "cms-service", "--example", "hello"]),
+        BUILD_LIMIT,
+    )?;
+    let release = target_dir()?.join("release");
+
+    let data = tempfile::Builder::new().prefix("cms-bench-").tempdir()?;
+    let hello = Process::start("hello", &release.join("examples").join("hello"), data.path())?;
+    let server_data = data.path().join("server");
+    std::fs::create_dir(&server_data)?;
+    let server = Process::start("cms-server", &release.join("cms-server"), &server_data)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(options.client_threads.max(1))
+        .enable_all()
+        .build()?;
+    let measured = runtime.block_on(measure(options, hello.addr, server.addr));
+    let hello_exit = hello.terminate();
+    let server_exit = server.terminate();
+    let measurements = measured?;
+    match (hello_exit?, server_exit?) {
+        (hello, server) if hello.success() && server.success() => {}
+        (hello, server) => bail!("after SIGTERM, hello exited with {hello} and cms-server with {server}"),
+    }
+
+    let report = Report::new(options_summary(options), measurements);
+    let markdown = report.markdown(&commit());
+    println!("\n{markdown}");
+    let path = workspace_root().join(&options.output);
+    std::fs::write(&path, &markdown).with_context(|| format!("writing {}", path.display()))?;
+    println!("written to {}", path.display());
+    timings.print_summary("bench build steps");
+    Ok(())
+}
+
+async fn measure(
+    options: &BenchOptions,
+    hello: std::net::SocketAddr,
+    server: std::net::SocketAddr,
+) -> Result<Vec<Measurement>> {
+    let shape = Shape {
+        connections: options.connections,
+        warmup: Duration::from_secs(options.warmup),
+        measure: Duration::from_secs(options.seconds),
+    };
+    let mut measurements = Vec::new();
+    measurements.push(
+        scenario("hello (actix-web baseline)", hello, shape, workloads::get_path(hello, "/hello")).await?,
+    );
+
+    let started = Instant::now();
+    let preload_shape = Shape { connections: 16, warmup: Duration::ZERO, measure: PRELOAD_LIMIT };
+    let created = load::run(server, preload_shape, workloads::preload(server, options.tenants)).await?;
+    ensure!(
+        created.requests == options.tenants as u64,
+        "preloaded {} of {} tenants within {PRELOAD_LIMIT:?}",
+        created.requests,
+        options.tenants
+    );
+    println!("preloaded {} tenants in {}", options.tenants, seconds(started.elapsed()));
+
+    measurements.push(
+        scenario("GET one tenant", server, shape, workloads::get_tenant(server, options.tenants)).await?,
+    );
+    let list = format!("list tenants (limit=100 of {})", options.tenants);
+    measurements
+        .push(scenario(&list, server, shape, workloads::list_tenants(server, options.tenants)).await?);
+    measurements.push(
+        scenario("PUT tenant (own tenant per connection)", server, shape, workloads::put_tenant(server))
+            .await?,
+    );
+    Ok(measurements)
+}
+
+async fn scenario(
+    name: &str,
+    addr: std::net::SocketAddr,
+    shape: Shape,
+    workload: WorkloadFactory,
+) -> Result<Measurement> {
+    println!("running {name} for {}", seconds(shape.warmup + shape.measure));
+    let outcome = load::run(addr, shape, workload).await.with_context(|| format!("scenario {name}"))?;
+    println!("  {:.0} requests/s", outcome.per_second());
+    Ok(Measurement::new(name, &outcome))
+}
+
+fn options_summary(options: &BenchOptions) -> String {
+    format!(
+        "{} keep-alive connections, {} s measured after {} s of warm-up per scenario, \
+         a load generator with {} worker thread(s), {} logical CPU(s)",
+        options.connections,
+        options.seconds,
+        options.warmup,
+        options.client_threads,
+        std::thread::available_parallelism().map(usize::from).unwrap_or(1),
+    )
+}
+
+/// The cargo target directory, which `CARGO_TARGET_DIR` may move.
+fn target_dir() -> Result<PathBuf> {
+    let text =
+        output(&mut cargo(["metadata", "--format-version", "1", "--no-deps"]), Duration::from_secs(300))?;
+    let metadata: serde_json::Value = serde_json::from_str(&text)?;
+    let dir = metadata["target_directory"].as_str().context("cargo metadata names no target directory")?;
+    Ok(PathBuf::from(dir))
+}
+
+/// The short commit hash of the workspace, or `unknown`.
+fn commit() -> String {
+    let mut git = std::process::Command::new("git");
+    git.args(["rev-parse", "--short", "HEAD"]).current_dir(workspace_root());
+    output(&mut git, Duration::from_secs(30))
+        .map(|text| text.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}

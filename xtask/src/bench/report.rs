@@ -1,0 +1,84 @@
+//! The benchmark report: a markdown table of throughput and ratios to hello.
+
+use std::fmt::Write;
+
+use super::load::Outcome;
+
+/// One scenario's figures.
+#[derive(Debug, Clone)]
+pub(crate) struct Measurement {
+    name: String,
+    requests: u64,
+    per_second: f64,
+    failures: u64,
+    p50_micros: u32,
+    p99_micros: u32,
+}
+
+impl Measurement {
+    pub(crate) fn new(name: &str, outcome: &Outcome) -> Measurement {
+        Measurement {
+            name: name.to_string(),
+            requests: outcome.requests,
+            per_second: outcome.per_second(),
+            failures: outcome.failures,
+            p50_micros: outcome.latency(0.50),
+            p99_micros: outcome.latency(0.99),
+        }
+    }
+}
+
+/// Every scenario of one run; the first is the hello baseline.
+#[derive(Debug)]
+pub(crate) struct Report {
+    setup: String,
+    measurements: Vec<Measurement>,
+}
+
+impl Report {
+    pub(crate) fn new(setup: String, measurements: Vec<Measurement>) -> Report {
+        Report { setup, measurements }
+    }
+
+    /// The whole `docs/performance.md`.
+    pub(crate) fn markdown(&self, commit: &str) -> String {
+        let baseline = self.measurements.first().map(|m| m.per_second).unwrap_or(0.0);
+        let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
+        let mut text = String::new();
+        let _ = writeln!(text, "# Performance\n");
+        let _ = writeln!(
+            text,
+            "Written by `cargo xtask bench` on {date} at commit `{commit}`. Each figure is the \
+             throughput of release builds on loopback, and its ratio to a bare actix-web hello \
+             endpoint (the `hello` example of `cms-service`) measured in the same run, so the \
+             ratios travel between machines better than the absolute figures.\n"
+        );
+        let _ = writeln!(text, "Setup: {}.\n", self.setup);
+        let _ = writeln!(text, "| Scenario | Requests | Requests/s | Ratio to hello | p50 | p99 | Non-2xx |");
+        let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|");
+        for m in &self.measurements {
+            let ratio = if baseline > 0.0 { m.per_second / baseline } else { 0.0 };
+            let _ = writeln!(
+                text,
+                "| {} | {} | {:.0} | {ratio:.2}× | {} | {} | {} |",
+                m.name,
+                m.requests,
+                m.per_second,
+                millis(m.p50_micros),
+                millis(m.p99_micros),
+                m.failures
+            );
+        }
+        let _ = writeln!(
+            text,
+            "\nThe target for GET one tenant is at least 0.50× hello. Reads are served from an \
+             in-memory cache that the store's event log keeps coherent; writes are durable SQLite \
+             transactions. Run `cargo xtask bench --help` for the knobs."
+        );
+        text
+    }
+}
+
+fn millis(micros: u32) -> String {
+    format!("{:.2} ms", f64::from(micros) / 1000.0)
+}

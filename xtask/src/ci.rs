@@ -1,0 +1,31 @@
+//! `cargo xtask ci`: everything CI runs, in order, each step timed.
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::shell::{Timings, cargo};
+use crate::{invariants, testing};
+
+/// The longest a lint or format step may take.
+const CHECK_LIMIT: Duration = Duration::from_secs(40 * 60);
+
+/// Runs fmt, clippy, the invariant checks and the tests.
+pub(crate) fn run() -> Result<()> {
+    let mut timings = Timings::default();
+    let result = steps(&mut timings);
+    timings.print_summary("ci steps");
+    result
+}
+
+fn steps(timings: &mut Timings) -> Result<()> {
+    timings.run("fmt", &mut cargo(["fmt", "--all", "--", "--check"]), CHECK_LIMIT)?;
+    timings.run(
+        "clippy",
+        &mut cargo(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        CHECK_LIMIT,
+    )?;
+    timings.measure("invariants", invariants::check)?;
+    timings.extend(testing::run_all()?);
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! `cargo xtask invariants`: the architecture's rules, checked rather than hoped for.
+//!
+//! - `cms-model` does no IO: nothing in its normal dependency tree is a
+//!   database, HTTP or async-runtime crate.
+//! - Only `cms-service` depends on actix, and only `cms-store` on sea-orm or sqlx.
+//! - No test is switched off with an ignore attribute, and none expects a panic.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::shell::{cargo, output, workspace_root};
+
+/// Crates whose presence means IO, which `cms-model` must never pull in.
+const IO_CRATES: [&str; 7] = ["sea-orm", "sqlx", "actix-web", "actix-http", "tokio", "reqwest", "hyper"];
+
+/// Which workspace crate alone may depend directly on crates of a family.
+const OWNERS: [(&str, &[&str]); 2] =
+    [("cms-service", &["actix"]), ("cms-store", &["sea-orm", "sea-query", "sqlx"])];
+
+/// Runs the checks and reports success.
+pub(crate) fn run() -> Result<()> {
+    check()?;
+    println!("invariants hold");
+    Ok(())
+}
+
+/// Runs every check and fails with every broken rule listed.
+pub(crate) fn check() -> Result<()> {
+    let metadata = cargo_metadata()?;
+    let graph = Graph::new(&metadata)?;
+    let mut broken = Vec::new();
+    broken.extend(model_does_no_io(&graph));
+    broken.extend(owned_families(&graph));
+    broken.extend(tests_are_not_switched_off(&workspace_root())?);
+    if !broken.is_empty() {
+        bail!("{} invariant(s) broken:\n  - {}", broken.len(), broken.join("\n  - "));
+    }
+    Ok(())
+}
+
+fn cargo_metadata() -> Result<Value> {
+    let text = output(&mut cargo(["metadata", "--format-version", "1"]), Duration::from_secs(300))?;
+    serde_json::from_str(&text).context("cargo metadata printed something that is not JSON")
+}
+
+/// The resolved dependency graph: package names and normal or build edges.
+struct Graph {
+    names: BTreeMap<String, String>,
+    members: Vec<String>,
+    /// For each package id, its direct dependencies of every kind, by name.
+    direct: BTreeMap<String, BTreeSet<String>>,
+    /// For each package id, the ids of its normal (non-dev, non-build) dependencies.
+    normal: BTreeMap<String, Vec<String>>,
+}
+
+impl Graph {
+    fn new(metadata: &Value) -> Result<Graph> {
+        let mut names = BTreeMap::new();
+        for package in array(&metadata["packages"])? {
+            names.insert(string(&package["id"])?, string(&package["name"])?);
+        }
+        let members =
+            array(&metadata["workspace_members"])?.iter().map(string).collect::<Result<Vec<_>>>()?;
+        let mut direct = BTreeMap::new();
+        let mut normal = BTreeMap::new();
+        for node in array(&metadata["resolve"]["nodes"])? {
+            let id = string(&node["id"])?;
+            let mut all = BTreeSet::new();
+            let mut normal_ids = Vec::new();
+            for dep in array(&node["deps"])? {
+                let dep_id = string(&dep["pkg"])?;
+                all.insert(names.get(&dep_id).cloned().unwrap_or_default());
+                if array(&dep["dep_kinds"])?.iter().any(|kind| kind["kind"].is_null()) {
+                    normal_ids.push(dep_id);
+                }
+            }
+            direct.insert(id.clone(), all);
+            normal.insert(id, normal_ids);
+        }
+        Ok(Graph { names, members, direct, normal })
+    }
+
+    fn member(&self, name: &str) -> Option<&String> {
+        self.members.iter().find(|id| self.names.get(*id).is_some_and(|n| n == name))
+    }
+
+    /// The names of every package reachable from `id` through normal edges.
+    fn normal_closure(&self, id: &str) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![id.to_string()];
+        while let Some(next) = stack.pop() {
+            for dep in self.normal.get(&next).into_iter().flatten() {
+                if seen.insert(dep.clone()) {
+                    stack.push(dep.clone());
+                }
+            }
+        }
+        seen.iter().filter_map(|dep| self.names.get(dep).cloned()).collect()
+    }
+}
+
+fn model_does_no_io(graph: &Graph) -> Vec<String> {
+    let Some(model) = graph.member("cms-model") else {
+        return vec!["the workspace has no cms-model crate".to_string()];
+    };
+    let closure = graph.normal_closure(model);
+    IO_CRATES
+        .iter()
+        .filter(|io| closure.iter().any(|name| name == *io || name.starts_with(&format!("{io}-"))))
+        .map(|io| {
+            format!("cms-model must do no IO, yet it depends on {io} (see `cargo tree -p cms-model -i {io}`)")
+        })
+        .collect()
+}
+
+fn owned_families(graph: &Graph) -> Vec<String> {
+    let mut broken = Vec::new();
+    for member in &graph.members {
+        let name = &graph.names[member];
+        for dep in graph.direct.get(member).into_iter().flatten() {
+            for (owner, families) in OWNERS {
+                let in_family =
+                    families.iter().any(|family| dep == family || dep.starts_with(&format!("{family}-")));
+                if in_family && name != owner {
+                    broken.push(format!("only {owner} may depend on {dep}, yet {name} does"));
+                }
+            }
+        }
+    }
+    broken
+}
+
+/// Test attributes that must not appear; spelled in two parts so that this
+/// file does not match itself.
+const FORBIDDEN_ATTRIBUTES: [(&str, &str); 2] = [("#[ig", "nore"), ("#[should", "_panic")];
+
+fn tests_are_not_switched_off(root: &Path) -> Result<Vec<String>> {
+    let mut broken = Vec::new();
+    for folder in ["crates", "tests", "xtask"] {
+        let mut files = Vec::new();
+        rust_files(&root.join(folder), &mut files)?;
+        for file in files {
+            let text =
+                std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            for (start, rest) in FORBIDDEN_ATTRIBUTES {
+                let attribute = format!("{start}{rest}");
+                if text.contains(&attribute) {
+                    let shown = file.strip_prefix(root).unwrap_or(&file).display();
+                    broken.push(format!(
+                        "{shown} uses {attribute}]: tests are fixed or removed, never switched off"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(broken)
+}
+
+fn rust_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            rust_files(&path, files)?;
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn array(value: &Value) -> Result<&Vec<Value>> {
+    value.as_array().with_context(|| format!("cargo metadata: expected an array, got {value}"))
+}
+
+fn string(value: &Value) -> Result<String> {
+    value
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("cargo metadata: expected a string, got {value}"))
+}
