@@ -1,0 +1,303 @@
+//! The [`Authenticator`]: logins, bearer-token checks, and the user and token
+//! writes that must keep its caches honest.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use cms_model::UserRole;
+use cms_store::{Accounts, TokenRecord, UserChange, UserRecord};
+use secrecy::{SecretSlice, SecretString};
+
+use crate::api_token::{self, NewToken};
+use crate::error::AuthError;
+use crate::jwt::{LoginTokens, SIGNING_KEY_SETTING};
+use crate::password;
+use crate::permission::Permission;
+use crate::throttle::LoginThrottle;
+
+/// How the authenticator is set up.
+#[derive(Debug, Clone)]
+pub struct AuthOptions {
+    /// How long a login token lives.
+    pub login_ttl: Duration,
+    /// The login signing key; generated once and kept in the store if absent.
+    pub signing_key: Option<SecretSlice<u8>>,
+    /// How long a user's role or a token record is trusted without reading
+    /// the store again. Writes through the authenticator clear it at once.
+    pub cache_ttl: Duration,
+}
+
+impl Default for AuthOptions {
+    fn default() -> AuthOptions {
+        AuthOptions {
+            login_ttl: Duration::from_secs(3600),
+            signing_key: None,
+            cache_ttl: Duration::from_secs(2),
+        }
+    }
+}
+
+/// How a caller proved who it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    Login,
+    ApiToken { id: String },
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user: String,
+    pub role: UserRole,
+    pub credential: Credential,
+}
+
+impl Caller {
+    /// Fails unless the caller's role holds `permission`.
+    pub fn require(&self, permission: Permission) -> Result<(), AuthError> {
+        if permission.allows(self.role) {
+            return Ok(());
+        }
+        Err(AuthError::Forbidden { role: self.role.as_str(), action: permission.action() })
+    }
+
+    /// Fails unless the caller is `user` or may manage users.
+    pub fn require_self_or_admin(&self, user: &str) -> Result<(), AuthError> {
+        if self.user == user {
+            return self.require(Permission::OwnTokens);
+        }
+        self.require(Permission::ManageUsers)
+    }
+}
+
+/// Don't record a token's use more often than this.
+const TOUCH_INTERVAL: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+/// Checks credentials against the store.
+pub struct Authenticator {
+    accounts: Arc<dyn Accounts>,
+    tokens: LoginTokens,
+    throttle: LoginThrottle,
+    cache_ttl: Duration,
+    roles: Mutex<HashMap<String, (UserRole, Instant)>>,
+    api_tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator").field("tokens", &self.tokens).finish_non_exhaustive()
+    }
+}
+
+impl Authenticator {
+    /// An authenticator on `accounts`, with the signing key from `options`
+    /// or from the store.
+    pub async fn new(accounts: Arc<dyn Accounts>, options: AuthOptions) -> Result<Authenticator, AuthError> {
+        let key = match options.signing_key {
+            Some(key) => key,
+            None => {
+                let fresh = hex::encode(crate::random::bytes::<32>()?);
+                let stored = accounts.setting_or_insert(SIGNING_KEY_SETTING.into(), fresh).await?;
+                let bytes = hex::decode(stored)
+                    .map_err(|_| AuthError::Crypto("stored signing key is not hex".into()))?;
+                SecretSlice::from(bytes)
+            }
+        };
+        password::warm_up().await?;
+        Ok(Authenticator {
+            accounts,
+            tokens: LoginTokens::new(&key, options.login_ttl)?,
+            throttle: LoginThrottle::default(),
+            cache_ttl: options.cache_ttl,
+            roles: Mutex::new(HashMap::new()),
+            api_tokens: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Exchanges a user name and password for a login token.
+    pub async fn login(
+        &self,
+        user: &str,
+        password: &SecretString,
+    ) -> Result<(String, DateTime<Utc>), AuthError> {
+        if let Some(retry_after) = self.throttle.check(user, Instant::now()) {
+            return Err(AuthError::TooManyAttempts { retry_after });
+        }
+        let record = match cms_model::validate_name("username", user) {
+            Ok(()) => self.accounts.user(user.to_string()).await?,
+            Err(_) => None,
+        };
+        if !password::verify(password, record.map(|r| r.password_hash)).await? {
+            self.throttle.fail(user, Instant::now());
+            tracing::info!(user, "failed login");
+            return Err(AuthError::Unauthorized("invalid username or password"));
+        }
+        self.throttle.succeed(user);
+        self.tokens.issue(user)
+    }
+
+    /// Checks a bearer token: a login JWT or an API token.
+    pub async fn authenticate(&self, bearer: &str) -> Result<Caller, AuthError> {
+        if bearer.starts_with(api_token::PREFIX) {
+            return self.authenticate_api_token(bearer).await;
+        }
+        let claims = self.tokens.verify(bearer)?;
+        let role = self.role_of(&claims.sub).await?;
+        Ok(Caller { user: claims.sub, role, credential: Credential::Login })
+    }
+
+    async fn authenticate_api_token(&self, bearer: &str) -> Result<Caller, AuthError> {
+        let (id, secret) = api_token::parse(bearer).ok_or(AuthError::Unauthorized("invalid token"))?;
+        let record = self.token_record(id).await?.ok_or(AuthError::Unauthorized("invalid token"))?;
+        if !api_token::matches(secret, &record.secret_hash) {
+            return Err(AuthError::Unauthorized("invalid token"));
+        }
+        let now = Utc::now();
+        if record.expires_at <= now {
+            return Err(AuthError::Unauthorized("token expired"));
+        }
+        let role = self.role_of(&record.user).await?;
+        if record.last_used_at.is_none_or(|used| now - used > TOUCH_INTERVAL) {
+            self.touch(&record, now);
+        }
+        Ok(Caller { user: record.user, role, credential: Credential::ApiToken { id: record.id } })
+    }
+
+    /// Records a token's use in the background.
+    fn touch(&self, record: &TokenRecord, now: DateTime<Utc>) {
+        if let Some((cached, _)) =
+            self.api_tokens.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&record.id)
+        {
+            cached.last_used_at = Some(now);
+        }
+        let accounts = self.accounts.clone();
+        let id = record.id.clone();
+        tokio::spawn(async move {
+            if let Err(err) = accounts.touch_token(id, now).await {
+                tracing::warn!(error = %err, "could not record a token's use");
+            }
+        });
+    }
+
+    async fn token_record(&self, id: &str) -> Result<Option<TokenRecord>, AuthError> {
+        let fresh = |at: &Instant| at.elapsed() < self.cache_ttl;
+        if let Some((record, at)) = self.api_tokens.lock().unwrap_or_else(|p| p.into_inner()).get(id)
+            && fresh(at)
+        {
+            return Ok(Some(record.clone()));
+        }
+        let record = self.accounts.token(id.to_string()).await?;
+        let mut cache = self.api_tokens.lock().unwrap_or_else(|p| p.into_inner());
+        match &record {
+            Some(record) => cache.insert(id.to_string(), (record.clone(), Instant::now())),
+            None => cache.remove(id),
+        };
+        Ok(record)
+    }
+
+    async fn role_of(&self, user: &str) -> Result<UserRole, AuthError> {
+        if let Some((role, at)) = self.roles.lock().unwrap_or_else(|p| p.into_inner()).get(user)
+            && at.elapsed() < self.cache_ttl
+        {
+            return Ok(*role);
+        }
+        let record = self.accounts.user(user.to_string()).await?;
+        let role = record.map(|r| r.role).ok_or(AuthError::Unauthorized("invalid token"))?;
+        self.roles.lock().unwrap_or_else(|p| p.into_inner()).insert(user.to_string(), (role, Instant::now()));
+        Ok(role)
+    }
+
+    /// Drops what is cached about `user` and its tokens.
+    fn forget_user(&self, user: &str) {
+        self.roles.lock().unwrap_or_else(|p| p.into_inner()).remove(user);
+        self.api_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, (record, _)| record.user != user);
+    }
+
+    /// Creates a user with a bcrypt-hashed password.
+    pub async fn create_user(
+        &self,
+        name: &str,
+        role: UserRole,
+        password: &SecretString,
+    ) -> Result<UserRecord, AuthError> {
+        let hash = password::hash("spec.password", password).await?;
+        let now = Utc::now();
+        let record = UserRecord {
+            name: name.into(),
+            role,
+            password_hash: hash,
+            resource_version: 1,
+            created_at: now,
+            updated_at: now,
+        };
+        Ok(self.accounts.create_user(record).await?)
+    }
+
+    /// Changes a user's role or password; the change applies to the next request.
+    pub async fn update_user(
+        &self,
+        name: &str,
+        role: UserRole,
+        password: Option<&SecretString>,
+        expected: Option<u64>,
+    ) -> Result<UserRecord, AuthError> {
+        let password_hash = match password {
+            Some(password) => Some(password::hash("spec.password", password).await?),
+            None => None,
+        };
+        let change = UserChange { role: Some(role), password_hash };
+        let updated = self.accounts.update_user(name.into(), change, expected).await;
+        self.forget_user(name);
+        Ok(updated?)
+    }
+
+    /// Deletes a user and its tokens; they stop working at once.
+    pub async fn delete_user(&self, name: &str) -> Result<(), AuthError> {
+        let deleted = self.accounts.delete_user(name.into()).await;
+        self.forget_user(name);
+        Ok(deleted?)
+    }
+
+    /// Makes an API token for `user` that lives `hours`. The value is in the
+    /// returned [`NewToken`] and nowhere else.
+    pub async fn create_token(
+        &self,
+        user: &str,
+        name: &str,
+        hours: u64,
+    ) -> Result<(NewToken, TokenRecord), AuthError> {
+        let token = api_token::generate()?;
+        let now = Utc::now();
+        let record = TokenRecord {
+            id: token.id.clone(),
+            user: user.into(),
+            name: name.into(),
+            secret_hash: token.secret_hash.clone(),
+            expires_at: now + chrono::Duration::hours(hours as i64),
+            created_at: now,
+            last_used_at: None,
+        };
+        let record = self.accounts.create_token(record).await?;
+        Ok((token, record))
+    }
+
+    /// Revokes a token; it stops working at once.
+    pub async fn revoke_token(&self, user: &str, name: &str) -> Result<(), AuthError> {
+        let revoked = self.accounts.delete_token(user.into(), name.into()).await;
+        self.api_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, (r, _)| !(r.user == user && r.name == name));
+        Ok(revoked?)
+    }
+
+    /// The store behind the authenticator, for reads.
+    pub fn accounts(&self) -> &Arc<dyn Accounts> {
+        &self.accounts
+    }
+}

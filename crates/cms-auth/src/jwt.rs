@@ -1,0 +1,196 @@
+//! Login tokens: HS256 JWTs with every registered claim checked and a type
+//! claim, so that no other token can pass as one.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use secrecy::{ExposeSecret, SecretSlice};
+use serde::{Deserialize, Serialize};
+
+use crate::error::AuthError;
+
+/// The setting under which a generated signing key is kept in the store.
+pub const SIGNING_KEY_SETTING: &str = "login-signing-key";
+
+const ISSUER: &str = "cms";
+const AUDIENCE: &str = "cms-api";
+const TYPE: &str = "login";
+/// Clock skew tolerated on `exp` and `iat`.
+const LEEWAY_SECONDS: u64 = 30;
+
+/// The claims of a login token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginClaims {
+    pub iss: String,
+    pub aud: String,
+    pub sub: String,
+    pub iat: i64,
+    pub exp: i64,
+    pub jti: String,
+    /// Always `login`.
+    pub typ: String,
+}
+
+/// Issues and checks login tokens.
+pub struct LoginTokens {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    lifetime: Duration,
+}
+
+impl std::fmt::Debug for LoginTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginTokens").field("lifetime", &self.lifetime).finish_non_exhaustive()
+    }
+}
+
+impl LoginTokens {
+    /// The shortest signing key accepted, in bytes.
+    pub const MIN_KEY_BYTES: usize = 32;
+
+    /// Tokens signed with `key` that live for `lifetime`.
+    pub fn new(key: &SecretSlice<u8>, lifetime: Duration) -> Result<LoginTokens, AuthError> {
+        let key = key.expose_secret();
+        if key.len() < Self::MIN_KEY_BYTES {
+            return Err(AuthError::Crypto(format!(
+                "the login signing key must be at least {} bytes",
+                Self::MIN_KEY_BYTES
+            )));
+        }
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_audience(&[AUDIENCE]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.leeway = LEEWAY_SECONDS;
+        Ok(LoginTokens {
+            encoding: EncodingKey::from_secret(key),
+            decoding: DecodingKey::from_secret(key),
+            validation,
+            lifetime,
+        })
+    }
+
+    /// A new login token for `user`, and when it expires.
+    pub fn issue(&self, user: &str) -> Result<(String, DateTime<Utc>), AuthError> {
+        let now = Utc::now();
+        let lifetime =
+            chrono::Duration::from_std(self.lifetime).map_err(|err| AuthError::Crypto(err.to_string()))?;
+        let expires = now + lifetime;
+        let claims = LoginClaims {
+            iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
+            sub: user.into(),
+            iat: now.timestamp(),
+            exp: expires.timestamp(),
+            jti: hex::encode(crate::random::bytes::<16>()?),
+            typ: TYPE.into(),
+        };
+        let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|err| AuthError::Crypto(err.to_string()))?;
+        Ok((token, expires))
+    }
+
+    /// Checks a login token and returns its claims.
+    pub fn verify(&self, token: &str) -> Result<LoginClaims, AuthError> {
+        let data =
+            jsonwebtoken::decode::<LoginClaims>(token, &self.decoding, &self.validation).map_err(|err| {
+                match err.kind() {
+                    jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                        AuthError::Unauthorized("token expired")
+                    }
+                    _ => AuthError::Unauthorized("invalid token"),
+                }
+            })?;
+        let claims = data.claims;
+        let issued_in_future = claims.iat > Utc::now().timestamp() + LEEWAY_SECONDS as i64;
+        if claims.typ != TYPE || claims.jti.is_empty() || issued_in_future {
+            return Err(AuthError::Unauthorized("invalid token"));
+        }
+        Ok(claims)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(key: u8, lifetime: Duration) -> LoginTokens {
+        LoginTokens::new(&SecretSlice::from(vec![key; 32]), lifetime).unwrap()
+    }
+
+    fn forge(claims: &LoginClaims, key: u8) -> String {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(&[key; 32]))
+            .unwrap()
+    }
+
+    fn claims() -> LoginClaims {
+        let now = Utc::now().timestamp();
+        LoginClaims {
+            iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
+            sub: "alice".into(),
+            iat: now,
+            exp: now + 600,
+            jti: "j".into(),
+            typ: TYPE.into(),
+        }
+    }
+
+    #[test]
+    fn issued_tokens_verify() {
+        let tokens = tokens(1, Duration::from_secs(3600));
+        let (token, expires) = tokens.issue("alice").unwrap();
+        let claims = tokens.verify(&token).unwrap();
+        assert_eq!(claims.sub, "alice");
+        assert_eq!(claims.exp, expires.timestamp());
+    }
+
+    #[test]
+    fn every_claim_is_checked() {
+        let tokens = tokens(1, Duration::from_secs(3600));
+        assert!(tokens.verify(&forge(&claims(), 1)).is_ok());
+        let mut expired = claims();
+        expired.exp = Utc::now().timestamp() - 31;
+        assert!(matches!(tokens.verify(&forge(&expired, 1)), Err(AuthError::Unauthorized("token expired"))));
+        let mut within_leeway = claims();
+        within_leeway.exp = Utc::now().timestamp() - 10;
+        assert!(tokens.verify(&forge(&within_leeway, 1)).is_ok());
+        let cases: [fn(&mut LoginClaims); 4] = [
+            |c| c.aud = "other".into(),
+            |c| c.iss = "other".into(),
+            |c| c.typ = "api".into(),
+            |c| c.iat += 3600,
+        ];
+        for change in cases {
+            let mut bad = claims();
+            change(&mut bad);
+            assert!(tokens.verify(&forge(&bad, 1)).is_err(), "{bad:?}");
+        }
+        assert!(tokens.verify(&forge(&claims(), 2)).is_err(), "another key");
+    }
+
+    #[test]
+    fn unsigned_and_other_algorithms_fail() {
+        let tokens = tokens(1, Duration::from_secs(3600));
+        let body = serde_json::to_vec(&claims()).unwrap();
+        let encode = |bytes: &[u8]| {
+            use base64::Engine;
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+        };
+        let none = format!("{}.{}.", encode(br#"{"alg":"none","typ":"JWT"}"#), encode(&body));
+        assert!(tokens.verify(&none).is_err());
+        let hs512 = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS512),
+            &claims(),
+            &EncodingKey::from_secret(&[1; 32]),
+        );
+        assert!(tokens.verify(&hs512.unwrap()).is_err());
+    }
+
+    #[test]
+    fn short_keys_are_refused() {
+        assert!(LoginTokens::new(&SecretSlice::from(vec![0; 16]), Duration::from_secs(1)).is_err());
+    }
+}

@@ -1,0 +1,106 @@
+//! The permission matrix of decisions §3, kept as data in one place.
+
+use cms_model::UserRole;
+
+/// An action a route needs permission for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Permission {
+    /// Any GET on tenants, node groups, machines, config patches, projected
+    /// state and health, and the watch.
+    Read,
+    /// Download a kubeconfig or talosconfig; the credentials follow the role.
+    ReadClientConfig,
+    /// Read a rendered machine config, which holds secrets.
+    ReadMachineConfig,
+    /// Create or update tenants, node groups and config patches.
+    Write,
+    /// Delete node groups, config patches and machines.
+    Delete,
+    /// Delete tenants.
+    DeleteTenant,
+    /// Write machine status (the controller).
+    WriteMachineStatus,
+    /// Read a tenant's secrets bundle (break-glass).
+    ReadSecrets,
+    /// Manage users, and other users' tokens.
+    ManageUsers,
+    /// Manage one's own API tokens.
+    OwnTokens,
+}
+
+const ALL: &[UserRole] = &[UserRole::View, UserRole::Edit, UserRole::Admin];
+const EDITORS: &[UserRole] = &[UserRole::Edit, UserRole::Admin];
+const ADMINS: &[UserRole] = &[UserRole::Admin];
+
+/// Which roles hold each permission.
+const MATRIX: &[(Permission, &[UserRole])] = &[
+    (Permission::Read, ALL),
+    (Permission::ReadClientConfig, ALL),
+    (Permission::ReadMachineConfig, EDITORS),
+    (Permission::Write, EDITORS),
+    (Permission::Delete, EDITORS),
+    (Permission::DeleteTenant, ADMINS),
+    (Permission::WriteMachineStatus, ADMINS),
+    (Permission::ReadSecrets, ADMINS),
+    (Permission::ManageUsers, ADMINS),
+    (Permission::OwnTokens, ALL),
+];
+
+impl Permission {
+    /// Every permission.
+    pub const ALL: [Permission; 10] = [
+        Permission::Read,
+        Permission::ReadClientConfig,
+        Permission::ReadMachineConfig,
+        Permission::Write,
+        Permission::Delete,
+        Permission::DeleteTenant,
+        Permission::WriteMachineStatus,
+        Permission::ReadSecrets,
+        Permission::ManageUsers,
+        Permission::OwnTokens,
+    ];
+
+    /// Whether `role` holds this permission.
+    pub fn allows(self, role: UserRole) -> bool {
+        MATRIX.iter().any(|(permission, roles)| *permission == self && roles.contains(&role))
+    }
+
+    /// The action, for messages.
+    pub fn action(self) -> &'static str {
+        match self {
+            Permission::Read => "read resources",
+            Permission::ReadClientConfig => "download client configuration",
+            Permission::ReadMachineConfig => "read machine configs",
+            Permission::Write => "create or update resources",
+            Permission::Delete => "delete resources",
+            Permission::DeleteTenant => "delete tenants",
+            Permission::WriteMachineStatus => "write machine status",
+            Permission::ReadSecrets => "read tenant secrets",
+            Permission::ManageUsers => "manage users",
+            Permission::OwnTokens => "manage its tokens",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_permission_is_in_the_matrix() {
+        for permission in Permission::ALL {
+            assert!(MATRIX.iter().any(|(p, _)| *p == permission), "{permission:?}");
+            assert!(permission.allows(UserRole::Admin), "admin may do everything: {permission:?}");
+        }
+    }
+
+    #[test]
+    fn roles_follow_decisions() {
+        use Permission::*;
+        let view: Vec<_> = Permission::ALL.into_iter().filter(|p| p.allows(UserRole::View)).collect();
+        assert_eq!(view, [Read, ReadClientConfig, OwnTokens]);
+        let edit: Vec<_> = Permission::ALL.into_iter().filter(|p| p.allows(UserRole::Edit)).collect();
+        assert_eq!(edit, [Read, ReadClientConfig, ReadMachineConfig, Write, Delete, OwnTokens]);
+    }
+}
