@@ -1,0 +1,47 @@
+//! `cms-server`: the Cluster Management Service. It reads its configuration,
+//! opens the store and serves the HTTP API until SIGTERM or SIGINT.
+
+mod logging;
+mod serve;
+mod settings;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::settings::Settings;
+
+/// The Cluster Management Service.
+#[derive(Debug, Parser)]
+#[command(name = "cms-server", version)]
+struct Args {
+    /// A TOML configuration file; `CMS_*` environment variables override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[actix_web::main]
+async fn main() -> ExitCode {
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let settings = Settings::load(args.config.as_deref(), environment())?;
+    logging::init(settings.log.as_deref())?;
+    serve::run(settings).await
+}
+
+/// The environment variables that are valid Unicode; others cannot be ours.
+fn environment() -> HashMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect()
+}

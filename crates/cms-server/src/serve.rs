@@ -1,0 +1,84 @@
+//! Running the server: open the store, bind, serve, and on SIGTERM or SIGINT
+//! close the watch streams and drain in-flight requests before exiting.
+
+use std::net::SocketAddr;
+
+use actix_web::HttpServer;
+use anyhow::Context;
+use cms_service::{AppState, ServiceOptions};
+use cms_store::{SqlStore, StoreOptions};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::settings::Settings;
+
+/// How long in-flight requests get to finish after a shutdown signal.
+const DRAIN_SECONDS: u64 = 30;
+
+/// Serves until a shutdown signal, then stops gracefully.
+pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
+    // Listen for signals before anything else, so that one sent as soon as
+    // the server reports that it listens is never missed.
+    let mut signals = Signals::new()?;
+
+    std::fs::create_dir_all(&settings.data_dir)
+        .with_context(|| format!("could not create the data directory {}", settings.data_dir.display()))?;
+    let mut store_options = StoreOptions::new(settings.database_url());
+    store_options.event_retention = settings.event_retention;
+    store_options.watch_buffer = settings.watch_buffer;
+    let store = SqlStore::open(&store_options).await.context("could not open the store")?;
+
+    let options =
+        ServiceOptions { body_limit: settings.body_limit, watch_heartbeat: settings.watch_heartbeat };
+    let state = AppState::new(store, options);
+    let shutdown = state.shutdown.clone();
+    let server = HttpServer::new(move || cms_service::app(state.clone()))
+        .workers(cms_service::worker_count())
+        .disable_signals()
+        .shutdown_timeout(DRAIN_SECONDS)
+        .bind(&settings.listen)
+        .with_context(|| format!("could not listen on {}", settings.listen))?;
+    tracing::info!("listening on {}", addresses(&server.addrs()));
+
+    let server = server.run();
+    let handle = server.handle();
+    let mut serving = actix_web::rt::spawn(server);
+    tokio::select! {
+        result = &mut serving => {
+            result.context("the server task failed")?.context("the server failed")?;
+            anyhow::bail!("the server stopped without a shutdown signal");
+        }
+        name = signals.next() => tracing::info!(signal = name, "shutting down"),
+    }
+    shutdown.cancel();
+    handle.stop(true).await;
+    serving.await.context("the server task failed")?.context("the server failed")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn addresses(addrs: &[SocketAddr]) -> String {
+    addrs.iter().map(SocketAddr::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// SIGTERM and SIGINT.
+struct Signals {
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            terminate: signal(SignalKind::terminate()).context("could not handle SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("could not handle SIGINT")?,
+        })
+    }
+
+    /// Waits for either signal and names it.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
+        }
+    }
+}

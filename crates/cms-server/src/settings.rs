@@ -1,0 +1,206 @@
+//! The server's configuration, typed and layered: built-in defaults, then an
+//! optional TOML file (`--config FILE`), then `CMS_*` environment variables.
+//!
+//! Keys are the variable names without the prefix, in lower case:
+//! `CMS_DATA_DIR` and `data_dir = "..."` set the same value. Unknown `CMS_*`
+//! variables are ignored, since later features read their own; unknown keys
+//! in the file are refused, so a typo there is not silently dropped.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use config::{Config, Environment, File, FileFormat};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+
+/// Every key the file may hold.
+const KEYS: &[&str] = &[
+    "listen",
+    "data_dir",
+    "database_url",
+    "body_limit",
+    "watch_heartbeat",
+    "event_retention",
+    "watch_buffer",
+    "log",
+];
+
+/// The whole configuration of the server.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub(crate) struct Settings {
+    /// The address to listen on; port 0 picks a free port.
+    pub(crate) listen: String,
+    /// Where the embedded database and other local state live.
+    pub(crate) data_dir: PathBuf,
+    /// The database; `sqlite://<data_dir>/cms.db?mode=rwc` when unset.
+    pub(crate) database_url: Option<String>,
+    /// The largest request body, in bytes.
+    pub(crate) body_limit: usize,
+    /// How often watch streams send a heartbeat, such as `15s`.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) watch_heartbeat: Duration,
+    /// How many events the log keeps for watchers that resume.
+    pub(crate) event_retention: u64,
+    /// How many events a watcher may fall behind before it is disconnected.
+    pub(crate) watch_buffer: usize,
+    /// The log filter, in `RUST_LOG` syntax; `RUST_LOG`, then `info`, when unset.
+    pub(crate) log: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        let store = cms_store::StoreOptions::new(String::new());
+        let service = cms_service::ServiceOptions::default();
+        Settings {
+            listen: "0.0.0.0:8080".to_string(),
+            data_dir: PathBuf::from("./data"),
+            database_url: None,
+            body_limit: service.body_limit,
+            watch_heartbeat: service.watch_heartbeat,
+            event_retention: store.event_retention,
+            watch_buffer: store.watch_buffer,
+            log: None,
+        }
+    }
+}
+
+impl Settings {
+    /// Reads the layers: defaults, the file when given, then `env` (the
+    /// process environment, passed in so that tests need not touch it).
+    pub(crate) fn load(file: Option<&Path>, env: HashMap<String, String>) -> anyhow::Result<Settings> {
+        let mut builder = Config::builder();
+        if let Some(path) = file {
+            let source = File::from(path).format(FileFormat::Toml).required(true);
+            check_keys(path, &Config::builder().add_source(source.clone()).build()?)?;
+            builder = builder.add_source(source);
+        }
+        let env = env.into_iter().filter(|(name, _)| name.starts_with("CMS_")).collect();
+        builder = builder.add_source(Environment::with_prefix("CMS").source(Some(env)));
+        let settings: Settings =
+            builder.build().and_then(Config::try_deserialize).context("invalid configuration")?;
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// The database URL, defaulting to SQLite in the data directory.
+    pub(crate) fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}/cms.db?mode=rwc", self.data_dir.display()),
+        }
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        let url = self.database_url();
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            bail!(
+                "CMS_DATABASE_URL is a PostgreSQL URL, but PostgreSQL support is not built in yet: \
+                 use a sqlite:// URL, or leave it unset for the embedded database in the data directory"
+            );
+        }
+        if !url.starts_with("sqlite:") {
+            bail!("CMS_DATABASE_URL must be a sqlite:// URL, got one starting with {:?}", scheme(&url));
+        }
+        if self.body_limit == 0 {
+            bail!("CMS_BODY_LIMIT must be at least 1 byte");
+        }
+        if self.watch_heartbeat.is_zero() {
+            bail!("CMS_WATCH_HEARTBEAT must be longer than zero");
+        }
+        if self.watch_buffer == 0 {
+            bail!("CMS_WATCH_BUFFER must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// The part of a URL before `://`, which holds no credentials.
+fn scheme(url: &str) -> &str {
+    url.split_once("://").map_or("", |(scheme, _)| scheme)
+}
+
+fn check_keys(path: &Path, file: &Config) -> anyhow::Result<()> {
+    let table: HashMap<String, config::Value> =
+        file.clone().try_deserialize().with_context(|| format!("could not read {}", path.display()))?;
+    let mut unknown: Vec<&str> = table.keys().map(String::as_str).filter(|key| !KEYS.contains(key)).collect();
+    unknown.sort_unstable();
+    if !unknown.is_empty() {
+        bail!(
+            "unknown keys in {}: {}; known keys are {}",
+            path.display(),
+            unknown.join(", "),
+            KEYS.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Reads a duration such as `15s` or `1m 30s`.
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text)
+        .map_err(|err| D::Error::custom(format!("{text:?} is not a duration such as 15s: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let settings = Settings::load(None, env(&[("HOME", "/root")])).unwrap();
+        assert_eq!(settings, Settings::default());
+        assert_eq!(settings.listen, "0.0.0.0:8080");
+        assert_eq!(settings.database_url(), "sqlite://./data/cms.db?mode=rwc");
+        assert_eq!(settings.watch_heartbeat, Duration::from_secs(15));
+        assert_eq!(settings.body_limit, 1024 * 1024);
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let mut file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        writeln!(file, "listen = \"127.0.0.1:9000\"\ndata_dir = \"/srv/cms\"\nbody_limit = 2048").unwrap();
+        let settings = Settings::load(
+            Some(file.path()),
+            env(&[
+                ("CMS_LISTEN", "127.0.0.1:0"),
+                ("CMS_WATCH_HEARTBEAT", "2s"),
+                ("CMS_EVENT_RETENTION", "50"),
+                ("CMS_TOFU_BINARY", "/usr/bin/tofu"),
+                ("CMS_BOOTSTRAP_ADMIN_PASSWORD", "12345"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.listen, "127.0.0.1:0");
+        assert_eq!(settings.data_dir, PathBuf::from("/srv/cms"));
+        assert_eq!(settings.database_url(), "sqlite:///srv/cms/cms.db?mode=rwc");
+        assert_eq!(settings.body_limit, 2048);
+        assert_eq!(settings.watch_heartbeat, Duration::from_secs(2));
+        assert_eq!(settings.event_retention, 50);
+    }
+
+    #[test]
+    fn refusals() {
+        let message = |pairs: &[(&str, &str)]| format!("{:#}", Settings::load(None, env(pairs)).unwrap_err());
+        let postgres = message(&[("CMS_DATABASE_URL", "postgres://u:secret@db/cms")]);
+        assert!(postgres.contains("PostgreSQL support is not built in yet"), "{postgres}");
+        assert!(!postgres.contains("secret"), "{postgres}");
+        assert!(message(&[("CMS_WATCH_HEARTBEAT", "15")]).contains("not a duration"));
+        assert!(message(&[("CMS_WATCH_HEARTBEAT", "0s")]).contains("longer than zero"));
+        assert!(message(&[("CMS_BODY_LIMIT", "lots")]).contains("invalid configuration"));
+
+        let mut file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        writeln!(file, "listn = \"127.0.0.1:9000\"").unwrap();
+        let typo = format!("{:#}", Settings::load(Some(file.path()), HashMap::new()).unwrap_err());
+        assert!(typo.contains("unknown keys") && typo.contains("listn"), "{typo}");
+    }
+}

@@ -1,0 +1,77 @@
+//! The HTTP API of `cms`: routes, handlers, the mapping of failures to
+//! `{"error", "code", "status"}` bodies, and the tenant watch stream.
+//!
+//! This is the only crate that knows actix-web. The server binary and the
+//! tests build the same application with [`app`]: one module per resource,
+//! each registering its routes with a `config` function, under `/api/v1`;
+//! the operational endpoints (`/healthz`, `/readyz`, `/version`) sit at the
+//! root. Handlers answer with the JSON bytes the store serialized once.
+
+mod body;
+mod config_patches;
+mod error;
+mod fallback;
+mod lookup;
+mod machines;
+mod node_groups;
+mod ops;
+mod projected;
+mod query;
+mod reply;
+mod request_id;
+mod state;
+mod tenants;
+mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::middleware::from_fn;
+use actix_web::{App, web};
+
+pub use error::{ApiError, INTERNAL_MESSAGE};
+pub use ops::{BUILD_INFO, BuildInfo};
+pub use request_id::{REQUEST_ID_HEADER, RequestId};
+pub use state::{AppState, ServiceOptions};
+
+/// The prefix of every resource route.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// The whole application over `state`: routes, error shaping and request
+/// ids. The server calls it once per worker; tests call it to run the same app.
+pub fn app(
+    state: AppState,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<BoxBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new().configure(|cfg| configure(cfg, state)).wrap(from_fn(request_id::assign))
+}
+
+/// Registers the state, the routes and the fallbacks for unknown paths.
+/// [`app`] adds the request-id middleware, which also gives the framework's
+/// own errors the API's shape; prefer it over calling this directly.
+pub fn configure(cfg: &mut web::ServiceConfig, state: AppState) {
+    cfg.app_data(web::Data::new(state)).configure(fallback::extractor_errors).configure(ops::config);
+    cfg.service(
+        web::scope(API_PREFIX)
+            .configure(tenants::config)
+            .configure(node_groups::config)
+            .configure(config_patches::config)
+            .configure(machines::config)
+            .configure(projected::config),
+    );
+    cfg.default_service(web::to(fallback::not_found));
+}
+
+/// How many workers to run: one per available core.
+pub fn worker_count() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}

@@ -1,0 +1,80 @@
+//! Handler tests over a `MockStore`: each runs the real application, so
+//! routing, extractors, error shaping and request ids are all exercised.
+
+mod errors;
+mod resources;
+mod tenants;
+
+use std::sync::Arc;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::HeaderMap;
+use actix_web::test::{self, TestRequest};
+use bytes::Bytes;
+use cms_model::Kind;
+use cms_store::{Key, MockStore, Object};
+use serde_json::Value;
+
+use crate::{AppState, ServiceOptions, app};
+
+/// What a test sees of a response.
+pub(crate) struct Reply {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl Reply {
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// Checks the error shape and returns the message.
+    pub(crate) fn error(&self, status: u16, code: &str) -> String {
+        let body = self.json();
+        assert_eq!(self.status.as_u16(), status, "{body}");
+        assert_eq!(body["code"], code, "{body}");
+        assert_eq!(body["status"], status, "{body}");
+        assert_eq!(self.headers.get("content-type").map(|v| v.as_bytes()), Some(&b"application/json"[..]));
+        body["error"].as_str().map(str::to_string).unwrap_or_default()
+    }
+}
+
+pub(crate) async fn call(store: MockStore, req: TestRequest) -> Reply {
+    call_with(store, ServiceOptions::default(), req).await
+}
+
+pub(crate) async fn call_with(store: MockStore, options: ServiceOptions, req: TestRequest) -> Reply {
+    let service = test::init_service(app(AppState::new(Arc::new(store), options))).await;
+    let response = test::call_service(&service, req.to_request()).await;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = test::read_body(response).await;
+    Reply { status, headers, body }
+}
+
+/// A stored object whose JSON names it and its version.
+pub(crate) fn object(key: Key, resource_version: u64) -> Arc<Object> {
+    let json = format!(
+        r#"{{"metadata":{{"name":"{}","resourceVersion":{resource_version}}},"spec":{{}},"status":{{}}}}"#,
+        key.name
+    );
+    Arc::new(Object { key, resource_version, generation: 1, deleting: false, json: Bytes::from(json) })
+}
+
+/// A store that holds the tenant `t1` and nothing else.
+pub(crate) fn store_with_tenant() -> MockStore {
+    let mut store = MockStore::new();
+    store.expect_get().returning(|key| (*key == Key::tenant("t1")).then(|| object(key.clone(), 1)));
+    store
+}
+
+pub(crate) fn json_request(req: TestRequest, body: &str) -> TestRequest {
+    req.insert_header(("content-type", "application/json")).set_payload(body.to_string())
+}
+
+pub(crate) const TENANT: &str = r#"{"metadata":{"name":"t1"},"spec":{"kubernetesVersion":"v1.31.0"}}"#;
+
+pub(crate) fn machine_key(id: &str) -> Key {
+    Key::child(Kind::Machine, "t1", id)
+}

@@ -1,0 +1,124 @@
+//! The real application over a real `SqlStore` on a temporary SQLite file.
+
+mod errors;
+mod machines;
+mod projected;
+mod tenants;
+
+use std::sync::Arc;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Service, ServiceResponse};
+use actix_web::http::StatusCode;
+use actix_web::test::{self, TestRequest};
+use bytes::Bytes;
+use cms_service::{AppState, ServiceOptions, app};
+use cms_store::{SqlStore, StoreOptions};
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// A running application, its store and the directory that holds the database.
+pub(crate) struct Harness<S> {
+    pub(crate) service: S,
+    pub(crate) store: Arc<SqlStore>,
+    pub(crate) state: AppState,
+    _dir: TempDir,
+}
+
+/// What a test sees of a response.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub(crate) status: StatusCode,
+    pub(crate) request_id: Option<String>,
+    pub(crate) body: Bytes,
+}
+
+impl Reply {
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// Checks the error shape and returns the message.
+    pub(crate) fn error(&self, status: u16, code: &str) -> String {
+        let body = self.json();
+        assert_eq!(self.status.as_u16(), status, "{body}");
+        assert_eq!(body["code"], code, "{body}");
+        assert_eq!(body["status"], status, "{body}");
+        assert!(body["error"].is_string(), "{body}");
+        body["error"].as_str().map(str::to_string).unwrap_or_default()
+    }
+}
+
+pub(crate) async fn harness_with(
+    options: ServiceOptions,
+) -> Harness<impl Service<actix_http::Request, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>>
+{
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
+    let store = SqlStore::open(&StoreOptions::new(url)).await.expect("store opens");
+    let state = AppState::new(store.clone(), options);
+    let service = test::init_service(app(state.clone())).await;
+    Harness { service, store, state, _dir: dir }
+}
+
+pub(crate) async fn harness()
+-> Harness<impl Service<actix_http::Request, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>> {
+    harness_with(ServiceOptions::default()).await
+}
+
+impl<S> Harness<S>
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>,
+{
+    pub(crate) async fn send(&self, request: TestRequest) -> Reply {
+        let response = test::call_service(&self.service, request.to_request()).await;
+        let status = response.status();
+        let request_id =
+            response.headers().get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let body = test::read_body(response).await;
+        Reply { status, request_id, body }
+    }
+
+    pub(crate) async fn get(&self, uri: &str) -> Reply {
+        self.send(TestRequest::get().uri(uri)).await
+    }
+
+    pub(crate) async fn post(&self, uri: &str, body: &str) -> Reply {
+        self.send(json(TestRequest::post().uri(uri), body)).await
+    }
+
+    pub(crate) async fn put(&self, uri: &str, body: &str) -> Reply {
+        self.send(json(TestRequest::put().uri(uri), body)).await
+    }
+
+    pub(crate) async fn delete(&self, uri: &str) -> Reply {
+        self.send(TestRequest::delete().uri(uri)).await
+    }
+
+    /// Creates tenant `name` through the API.
+    pub(crate) async fn tenant(&self, name: &str) -> Value {
+        let body = format!(r#"{{"metadata":{{"name":"{name}"}},"spec":{{"kubernetesVersion":"1.31.0"}}}}"#);
+        let reply = self.post("/api/v1/tenants", &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
+        reply.json()
+    }
+
+    /// Sends a request and hands back the response with its body unread.
+    pub(crate) async fn open(&self, request: TestRequest) -> ServiceResponse<BoxBody> {
+        test::call_service(&self.service, request.to_request()).await
+    }
+}
+
+pub(crate) fn json(request: TestRequest, body: &str) -> TestRequest {
+    request.insert_header(("content-type", "application/json")).set_payload(body.to_string())
+}
+
+/// The next chunk of a streaming body, or `None` when it ends or stays
+/// silent for five seconds.
+pub(crate) async fn next_chunk(body: &mut BoxBody) -> Option<Bytes> {
+    let next = std::future::poll_fn(|cx| std::pin::Pin::new(&mut *body).poll_next(cx));
+    match tokio::time::timeout(std::time::Duration::from_secs(5), next).await {
+        Ok(Some(Ok(chunk))) => Some(chunk),
+        _ => None,
+    }
+}
