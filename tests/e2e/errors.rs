@@ -63,8 +63,11 @@ async fn bodies_over_one_mebibyte_are_413() {
     let mut body = tenant("nu");
     body["metadata"]["annotations"] = json!({"padding": "x".repeat(1024 * 1024 + 1024)});
     let body = serde_json::to_vec(&body).expect("a JSON body");
-    let head =
-        format!("POST {TENANTS} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json", server.addr());
+    let token = server.api().token().expect("a token").to_string();
+    let head = format!(
+        "POST {TENANTS} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json",
+        server.addr()
+    );
     let reply = raw::exchange(server.addr(), &head, body).await;
     assert_eq!(reply.status, 413, "{}\n{}", reply.head, reply.body);
     let error: serde_json::Value = serde_json::from_str(&reply.body).expect("a JSON error body");

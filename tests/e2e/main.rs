@@ -4,6 +4,7 @@
 //! Build the binary first (`cargo build -p cms-server`), or run
 //! `cargo xtask e2e`, which does both.
 
+mod auth;
 mod config_patches;
 mod conflicts;
 mod deletion;

@@ -15,6 +15,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct Api {
     base: String,
+    /// The bearer token sent with every request, if any.
+    token: Option<String>,
     client: reqwest::Client,
     streaming: reqwest::Client,
 }
@@ -35,7 +37,32 @@ impl Api {
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .expect("an HTTP client");
-        Api { base: format!("http://{addr}"), client, streaming }
+        Api { base: format!("http://{addr}"), token: None, client, streaming }
+    }
+
+    /// This client, logged in as `user`: later requests carry its token.
+    pub async fn login(self, user: &str, password: &str) -> Api {
+        let body = serde_json::json!({"username": user, "password": password});
+        let reply = self.send(self.client.post(self.url("/api/v1/auth/login")).json(&body)).await;
+        let token = reply.expect(200)["token"].as_str().expect("a login token").to_string();
+        self.with_token(Some(token))
+    }
+
+    /// This client with another bearer token, or none.
+    pub fn with_token(&self, token: Option<String>) -> Api {
+        Api { token, ..self.clone() }
+    }
+
+    /// The bearer token this client sends.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    fn authorize(&self, request: RequestBuilder) -> RequestBuilder {
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
     }
 
     /// The absolute URL of a path such as `/api/v1/tenants`.
@@ -45,12 +72,12 @@ impl Api {
 
     /// A request builder for any method and path, to send with [`Api::send`].
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.client.request(method, self.url(path))
+        self.authorize(self.client.request(method, self.url(path)))
     }
 
     /// A request builder without an overall timeout, for streams.
     pub fn stream_request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.streaming.request(method, self.url(path))
+        self.authorize(self.streaming.request(method, self.url(path)))
     }
 
     /// `GET path`.

@@ -18,7 +18,9 @@ mod watch;
 
 pub use api::{Api, REQUEST_TIMEOUT, Reply};
 pub use binary::server_binary;
-pub use server::{DataDir, START_TIMEOUT, STOP_TIMEOUT, Server, ServerOptions, Stopped};
+pub use server::{
+    ADMIN_PASSWORD, ADMIN_USER, DataDir, START_TIMEOUT, STOP_TIMEOUT, Server, ServerOptions, Stopped,
+};
 pub use watch::{Frame, Watch};
 
 pub use reqwest::Method;

@@ -48,6 +48,11 @@ impl DataDir {
     }
 }
 
+/// The first admin, created by the server on an empty data directory.
+pub const ADMIN_USER: &str = "admin";
+/// The first admin's password, passed as `CMS_BOOTSTRAP_ADMIN_PASSWORD`.
+pub const ADMIN_PASSWORD: &str = "e2e-admin-password";
+
 /// Extra environment for a server; `CMS_LISTEN` and `CMS_DATA_DIR` are set by
 /// the harness, and every other inherited `CMS_*` variable is removed.
 #[derive(Debug, Clone, Default)]
@@ -141,7 +146,7 @@ impl Server {
                 }
             }
         };
-        let api = Api::new(addr);
+        let api = Api::new(addr).login(ADMIN_USER, ADMIN_PASSWORD).await;
         Server { child: Some(child), addr, data_dir, options, log, api }
     }
 
@@ -150,7 +155,7 @@ impl Server {
         self.addr
     }
 
-    /// A client for this server.
+    /// A client for this server, logged in as the first admin.
     pub fn api(&self) -> Api {
         self.api.clone()
     }
@@ -258,6 +263,7 @@ fn spawn(binary: &Path, data_dir: &DataDir, env: &[(String, String)]) -> Child {
         .env("NO_COLOR", "1")
         .env("CMS_LISTEN", "127.0.0.1:0")
         .env("CMS_DATA_DIR", data_dir.path())
+        .env("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD)
         .envs(env.iter().map(|(key, value)| (key, value)))
         .current_dir(data_dir.work_dir())
         .stdin(Stdio::null())

@@ -2,11 +2,14 @@
 //! close the watch streams and drain in-flight requests before exiting.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use actix_web::HttpServer;
 use anyhow::Context;
+use cms_auth::{AuthOptions, Authenticator, BOOTSTRAP_ADMIN, bootstrap_admin};
 use cms_service::{AppState, ServiceOptions};
 use cms_store::{SqlStore, StoreOptions};
+use secrecy::{ExposeSecret, SecretSlice};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::settings::Settings;
@@ -27,9 +30,18 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     store_options.watch_buffer = settings.watch_buffer;
     let store = SqlStore::open(&store_options).await.context("could not open the store")?;
 
-    let options =
-        ServiceOptions { body_limit: settings.body_limit, watch_heartbeat: settings.watch_heartbeat };
-    let state = AppState::new(store, options);
+    let auth = authenticator(&settings, store.clone()).await?;
+    let options = ServiceOptions {
+        body_limit: settings.body_limit,
+        watch_heartbeat: settings.watch_heartbeat,
+        insecure_disable_auth: settings.insecure_disable_auth,
+    };
+    if options.insecure_disable_auth {
+        tracing::warn!(
+            "authentication is DISABLED: every request is served as admin (CMS_INSECURE_DISABLE_AUTH)"
+        );
+    }
+    let state = AppState::new(store, Arc::new(auth), options);
     let shutdown = state.shutdown.clone();
     let server = HttpServer::new(move || cms_service::app(state.clone()))
         .workers(cms_service::worker_count())
@@ -54,6 +66,30 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     serving.await.context("the server task failed")?.context("the server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The authenticator, and the first admin on an empty store. A generated
+/// password is logged this once.
+async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Result<Authenticator> {
+    let options = AuthOptions {
+        login_ttl: settings.login_token_ttl,
+        signing_key: settings
+            .login_signing_key
+            .as_ref()
+            .map(|key| SecretSlice::from(key.expose_secret().as_bytes().to_vec())),
+        ..AuthOptions::default()
+    };
+    let auth = Authenticator::new(store, options).await.context("could not set up authentication")?;
+    let password = settings.bootstrap_admin_password.clone();
+    let generated = bootstrap_admin(&auth, password).await.context("could not create the first admin")?;
+    if let Some(password) = generated {
+        tracing::warn!(
+            user = BOOTSTRAP_ADMIN,
+            password = password.expose_secret(),
+            "created the first admin with a generated password; it is shown only this once"
+        );
+    }
+    Ok(auth)
 }
 
 fn addresses(addrs: &[SocketAddr]) -> String {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use config::{Config, Environment, File, FileFormat};
+use secrecy::{ExposeSecret, SecretString};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
@@ -25,10 +26,14 @@ const KEYS: &[&str] = &[
     "event_retention",
     "watch_buffer",
     "log",
+    "bootstrap_admin_password",
+    "login_token_ttl",
+    "login_signing_key",
+    "insecure_disable_auth",
 ];
 
 /// The whole configuration of the server.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub(crate) struct Settings {
     /// The address to listen on; port 0 picks a free port.
@@ -48,6 +53,17 @@ pub(crate) struct Settings {
     pub(crate) watch_buffer: usize,
     /// The log filter, in `RUST_LOG` syntax; `RUST_LOG`, then `info`, when unset.
     pub(crate) log: Option<String>,
+    /// The first admin's password, used only when the store has no users.
+    pub(crate) bootstrap_admin_password: Option<SecretString>,
+    /// How long login tokens live, such as `1h`.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) login_token_ttl: Duration,
+    /// The key that signs login tokens, at least 32 bytes; generated once
+    /// and kept in the store when unset.
+    pub(crate) login_signing_key: Option<SecretString>,
+    /// Serves every request without authentication, as admin. For
+    /// benchmarks only, and refused unless listening on loopback.
+    pub(crate) insecure_disable_auth: bool,
 }
 
 impl Default for Settings {
@@ -63,6 +79,10 @@ impl Default for Settings {
             event_retention: store.event_retention,
             watch_buffer: store.watch_buffer,
             log: None,
+            bootstrap_admin_password: None,
+            login_token_ttl: Duration::from_secs(3600),
+            login_signing_key: None,
+            insecure_disable_auth: false,
         }
     }
 }
@@ -113,7 +133,25 @@ impl Settings {
         if self.watch_buffer == 0 {
             bail!("CMS_WATCH_BUFFER must be at least 1");
         }
+        if self.login_token_ttl.is_zero() {
+            bail!("CMS_LOGIN_TOKEN_TTL must be longer than zero");
+        }
+        if let Some(key) = &self.login_signing_key
+            && key.expose_secret().len() < cms_auth::LoginTokens::MIN_KEY_BYTES
+        {
+            bail!("CMS_LOGIN_SIGNING_KEY must be at least {} bytes", cms_auth::LoginTokens::MIN_KEY_BYTES);
+        }
+        if self.insecure_disable_auth && !self.listens_on_loopback() {
+            bail!("CMS_INSECURE_DISABLE_AUTH is allowed only when CMS_LISTEN is a loopback address");
+        }
         Ok(())
+    }
+
+    fn listens_on_loopback(&self) -> bool {
+        match self.listen.parse::<std::net::SocketAddr>() {
+            Ok(addr) => addr.ip().is_loopback(),
+            Err(_) => self.listen.starts_with("localhost:"),
+        }
     }
 }
 
@@ -158,7 +196,8 @@ mod tests {
     #[test]
     fn defaults() {
         let settings = Settings::load(None, env(&[("HOME", "/root")])).unwrap();
-        assert_eq!(settings, Settings::default());
+        assert!(settings.bootstrap_admin_password.is_none() && !settings.insecure_disable_auth);
+        assert_eq!(settings.login_token_ttl, Duration::from_secs(3600));
         assert_eq!(settings.listen, "0.0.0.0:8080");
         assert_eq!(settings.database_url(), "sqlite://./data/cms.db?mode=rwc");
         assert_eq!(settings.watch_heartbeat, Duration::from_secs(15));
@@ -197,6 +236,11 @@ mod tests {
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "15")]).contains("not a duration"));
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "0s")]).contains("longer than zero"));
         assert!(message(&[("CMS_BODY_LIMIT", "lots")]).contains("invalid configuration"));
+        assert!(message(&[("CMS_LOGIN_SIGNING_KEY", "short")]).contains("at least 32 bytes"));
+        let open = message(&[("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_LISTEN", "0.0.0.0:8080")]);
+        assert!(open.contains("loopback"), "{open}");
+        let local = [("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_LISTEN", "127.0.0.1:0")];
+        assert!(Settings::load(None, env(&local)).unwrap().insecure_disable_auth);
 
         let mut file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
         writeln!(file, "listn = \"127.0.0.1:9000\"").unwrap();

@@ -5,8 +5,9 @@ use std::error::Error as StdError;
 use std::fmt::Write as _;
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use actix_web::{HttpResponse, ResponseError};
+use cms_auth::AuthError;
 use cms_model::{FieldError, ParseError};
 use cms_store::StoreError;
 use serde::Serialize;
@@ -21,6 +22,15 @@ pub enum ApiError {
     /// Malformed JSON, a bad query parameter, a path that disagrees with the body.
     #[error("{0}")]
     BadRequest(String),
+    /// A missing, malformed, expired or revoked token, or a failed login.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The caller's role may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Too many failed logins; retry after this many seconds.
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after: u64 },
     /// No such resource, parent tenant or route.
     #[error("{0}")]
     NotFound(String),
@@ -66,6 +76,9 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Unauthorized(_) => "Unauthorized",
+            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::NotFound(_) => "NotFound",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::Conflict(_) => "Conflict",
@@ -92,6 +105,9 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -105,7 +121,18 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        ErrorBody::from(self).into_response()
+        let mut response = ErrorBody::from(self).into_response();
+        let headers = response.headers_mut();
+        match self {
+            ApiError::Unauthorized(_) => {
+                headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::TooManyRequests { retry_after, .. } => {
+                headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after));
+            }
+            _ => {}
+        }
+        response
     }
 }
 
@@ -122,6 +149,22 @@ impl From<StoreError> for ApiError {
             StoreError::Future { .. } => ApiError::BadRequest(err.to_string()),
             StoreError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
             StoreError::Corrupt(_) | StoreError::Database(_) => ApiError::internal(&err),
+        }
+    }
+}
+
+/// Maps every authentication failure to its status.
+impl From<AuthError> for ApiError {
+    fn from(err: AuthError) -> ApiError {
+        match err {
+            AuthError::Unauthorized(message) => ApiError::Unauthorized(message.to_string()),
+            AuthError::Forbidden { .. } => ApiError::Forbidden(err.to_string()),
+            AuthError::TooManyAttempts { retry_after } => {
+                ApiError::TooManyRequests { message: err.to_string(), retry_after }
+            }
+            AuthError::Invalid(field) => field.into(),
+            AuthError::Store(store) => store.into(),
+            AuthError::Crypto(_) => ApiError::internal(&err),
         }
     }
 }
@@ -169,6 +212,8 @@ impl ErrorBody {
     pub(crate) fn for_status(status: StatusCode, message: String) -> ErrorBody {
         let code = match status.as_u16() {
             400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
             404 => "NotFound",
             405 => "MethodNotAllowed",
             409 => "Conflict",
@@ -176,6 +221,7 @@ impl ErrorBody {
             413 => "PayloadTooLarge",
             415 => "UnsupportedMediaType",
             422 => "Invalid",
+            429 => "TooManyRequests",
             503 => "Unavailable",
             500..=599 => "Internal",
             _ => "BadRequest",

@@ -7,10 +7,12 @@
 //! the operational endpoints (`/healthz`, `/readyz`, `/version`) sit at the
 //! root. Handlers answer with the JSON bytes the store serialized once.
 
+mod auth;
 mod body;
 mod config_patches;
 mod error;
 mod fallback;
+mod login;
 mod lookup;
 mod machines;
 mod node_groups;
@@ -19,8 +21,11 @@ mod projected;
 mod query;
 mod reply;
 mod request_id;
+mod routes;
 mod state;
 mod tenants;
+mod tokens;
+mod users;
 mod watch;
 
 #[cfg(test)]
@@ -31,9 +36,11 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::from_fn;
 use actix_web::{App, web};
 
+pub use auth::Access;
 pub use error::{ApiError, INTERNAL_MESSAGE};
 pub use ops::{BUILD_INFO, BuildInfo};
 pub use request_id::{REQUEST_ID_HEADER, RequestId};
+pub use routes::{ROUTES, RouteInfo};
 pub use state::{AppState, ServiceOptions};
 
 /// The prefix of every resource route.
@@ -55,19 +62,13 @@ pub fn app(
     App::new().configure(|cfg| configure(cfg, state)).wrap(from_fn(request_id::assign))
 }
 
-/// Registers the state, the routes and the fallbacks for unknown paths.
+/// Registers the state, the routes of [`ROUTES`] and the fallbacks for
+/// unknown paths.
 /// [`app`] adds the request-id middleware, which also gives the framework's
 /// own errors the API's shape; prefer it over calling this directly.
 pub fn configure(cfg: &mut web::ServiceConfig, state: AppState) {
-    cfg.app_data(web::Data::new(state)).configure(fallback::extractor_errors).configure(ops::config);
-    cfg.service(
-        web::scope(API_PREFIX)
-            .configure(tenants::config)
-            .configure(node_groups::config)
-            .configure(config_patches::config)
-            .configure(machines::config)
-            .configure(projected::config),
-    );
+    cfg.app_data(web::Data::new(state)).configure(fallback::extractor_errors).configure(routes::root);
+    cfg.service(web::scope(API_PREFIX).configure(routes::api));
     cfg.default_service(web::to(fallback::not_found));
 }
 

@@ -11,22 +11,10 @@ use serde::de::IgnoredAny;
 
 use crate::body::{JsonBody, check_update};
 use crate::error::ApiError;
-use crate::fallback::resource;
 use crate::lookup::{find, require_tenant};
 use crate::query::ListQuery;
 use crate::reply;
 use crate::state::AppState;
-
-pub(crate) fn config(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/machines").route(web::get().to(list_all)))
-        .service(resource("/tenants/{tenant}/machines").route(web::get().to(list)))
-        .service(
-            resource("/tenants/{tenant}/machines/{id}")
-                .route(web::get().to(get))
-                .route(web::delete().to(delete)),
-        )
-        .service(resource("/tenants/{tenant}/machines/{id}/status").route(web::put().to(update_status)));
-}
 
 /// The body of a status write: a machine whose `status` replaces the stored
 /// one. Its `spec` may be sent back as read, and is ignored.
@@ -44,13 +32,13 @@ fn key(tenant: String, id: String) -> Key {
 }
 
 /// `GET /machines`: the machines of every tenant, by tenant then name.
-async fn list_all(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list_all(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
     let page = query.without_watch()?;
     Ok(reply::listing(&state.store.list(Kind::Machine, None, page)))
 }
 
 /// `GET /tenants/{tenant}/machines`.
-async fn list(
+pub(crate) async fn list(
     state: web::Data<AppState>,
     tenant: web::Path<String>,
     query: ListQuery,
@@ -61,7 +49,7 @@ async fn list(
 }
 
 /// `GET /tenants/{tenant}/machines/{id}`.
-async fn get(
+pub(crate) async fn get(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
@@ -72,7 +60,7 @@ async fn get(
 
 /// `PUT /tenants/{tenant}/machines/{id}/status`: replaces the observed state,
 /// checking `metadata.resourceVersion`.
-async fn update_status(
+pub(crate) async fn update_status(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     body: JsonBody,
@@ -86,7 +74,7 @@ async fn update_status(
 }
 
 /// `DELETE /tenants/{tenant}/machines/{id}`: 202; the reconciler replaces it.
-async fn delete(
+pub(crate) async fn delete(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {

@@ -7,30 +7,17 @@ use cms_store::Key;
 
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::fallback::resource;
 use crate::lookup::{find, require_tenant};
 use crate::query::ListQuery;
 use crate::reply;
 use crate::state::AppState;
-
-pub(crate) fn config(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        resource("/tenants/{tenant}/node-groups").route(web::get().to(list)).route(web::post().to(create)),
-    )
-    .service(
-        resource("/tenants/{tenant}/node-groups/{name}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
-}
 
 fn key(tenant: String, name: String) -> Key {
     Key::child(Kind::NodeGroup, tenant, name)
 }
 
 /// `GET /tenants/{tenant}/node-groups`.
-async fn list(
+pub(crate) async fn list(
     state: web::Data<AppState>,
     tenant: web::Path<String>,
     query: ListQuery,
@@ -41,7 +28,7 @@ async fn list(
 }
 
 /// `POST /tenants/{tenant}/node-groups`: 201 with the new group.
-async fn create(
+pub(crate) async fn create(
     state: web::Data<AppState>,
     tenant: web::Path<String>,
     body: JsonBody,
@@ -52,7 +39,7 @@ async fn create(
 }
 
 /// `GET /tenants/{tenant}/node-groups/{name}`.
-async fn get(
+pub(crate) async fn get(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
@@ -62,7 +49,7 @@ async fn get(
 }
 
 /// `PUT /tenants/{tenant}/node-groups/{name}`.
-async fn update(
+pub(crate) async fn update(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     body: JsonBody,
@@ -74,7 +61,7 @@ async fn update(
 }
 
 /// `DELETE /tenants/{tenant}/node-groups/{name}`: 204.
-async fn delete(
+pub(crate) async fn delete(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {

@@ -7,7 +7,6 @@ use actix_web::{HttpResponse, web};
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::fallback::resource;
 use crate::reply;
 use crate::state::AppState;
 
@@ -27,12 +26,6 @@ pub const BUILD_INFO: BuildInfo = BuildInfo {
     build_time: env!("CMS_BUILD_TIME"),
 };
 
-pub(crate) fn config(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/healthz").route(web::get().to(healthz)))
-        .service(resource("/readyz").route(web::get().to(readyz)))
-        .service(resource("/version").route(web::get().to(version)));
-}
-
 fn text(body: &'static str) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")))
@@ -40,12 +33,12 @@ fn text(body: &'static str) -> HttpResponse {
 }
 
 /// `GET /healthz`: the process is up.
-async fn healthz() -> HttpResponse {
+pub(crate) async fn healthz() -> HttpResponse {
     text("ok")
 }
 
 /// `GET /readyz`: the store is migrated and answers.
-async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     match state.store.ping().await {
         Ok(()) => Ok(text("ready")),
         Err(err) => {
@@ -56,6 +49,6 @@ async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
 }
 
 /// `GET /version`.
-async fn version() -> Result<HttpResponse, ApiError> {
+pub(crate) async fn version() -> Result<HttpResponse, ApiError> {
     reply::serialized(StatusCode::OK, &BUILD_INFO)
 }

@@ -6,32 +6,28 @@ use actix_web::{HttpResponse, web};
 use cms_model::{Projected, ProjectedList};
 
 use crate::error::ApiError;
-use crate::fallback::resource;
 use crate::lookup::require_tenant;
 use crate::reply;
 use crate::state::AppState;
 
-pub(crate) fn config(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/projected").route(web::get().to(list_all)))
-        .service(resource("/tenants/{tenant}/projected").route(web::get().to(list)))
-        .service(resource("/tenants/{tenant}/projected/{kind}").route(web::get().to(list_kind)));
-}
-
 /// `GET /projected`: the projected resources of every tenant.
-async fn list_all(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list_all(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let items = projection(&state, None).await?;
     respond(items)
 }
 
 /// `GET /tenants/{tenant}/projected`.
-async fn list(state: web::Data<AppState>, tenant: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list(
+    state: web::Data<AppState>,
+    tenant: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     require_tenant(state.store.as_ref(), &tenant)?;
     let items = projection(&state, Some(tenant.into_inner())).await?;
     respond(items)
 }
 
 /// `GET /tenants/{tenant}/projected/{kind}`: `kind` matches in any case.
-async fn list_kind(
+pub(crate) async fn list_kind(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
@@ -42,7 +38,7 @@ async fn list_kind(
     respond(items)
 }
 
-async fn projection(state: &AppState, tenant: Option<String>) -> Result<Vec<Projected>, ApiError> {
+pub(crate) async fn projection(state: &AppState, tenant: Option<String>) -> Result<Vec<Projected>, ApiError> {
     state.store.projection(tenant).await?.ok_or_else(|| {
         ApiError::Unavailable(
             "projected state is not available yet: no provisioning run has completed".to_string(),

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cms_auth::Authenticator;
 use cms_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -15,6 +16,9 @@ pub struct ServiceOptions {
     pub body_limit: usize,
     /// How often a watch stream sends a `: heartbeat` comment.
     pub watch_heartbeat: Duration,
+    /// Serves every route to anyone, as admin. Only for benchmarks and
+    /// handler tests; the server allows it on loopback addresses only.
+    pub insecure_disable_auth: bool,
 }
 
 impl ServiceOptions {
@@ -29,6 +33,7 @@ impl Default for ServiceOptions {
         ServiceOptions {
             body_limit: ServiceOptions::DEFAULT_BODY_LIMIT,
             watch_heartbeat: ServiceOptions::DEFAULT_WATCH_HEARTBEAT,
+            insecure_disable_auth: false,
         }
     }
 }
@@ -37,15 +42,16 @@ impl Default for ServiceOptions {
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    pub auth: Arc<Authenticator>,
     pub options: ServiceOptions,
     /// Cancelled when the server shuts down; open watch streams then end.
     pub shutdown: CancellationToken,
 }
 
 impl AppState {
-    /// State over `store` with a fresh shutdown signal.
-    pub fn new(store: Arc<dyn Store>, options: ServiceOptions) -> AppState {
-        AppState { store, options, shutdown: CancellationToken::new() }
+    /// State over `store` and `auth` with a fresh shutdown signal.
+    pub fn new(store: Arc<dyn Store>, auth: Arc<Authenticator>, options: ServiceOptions) -> AppState {
+        AppState { store, auth, options, shutdown: CancellationToken::new() }
     }
 }
 

@@ -7,23 +7,13 @@ use cms_store::Key;
 
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::fallback::resource;
 use crate::lookup::find;
 use crate::query::ListQuery;
 use crate::state::AppState;
 use crate::{reply, watch};
 
-pub(crate) fn config(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/tenants").route(web::get().to(list)).route(web::post().to(create))).service(
-        resource("/tenants/{name}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
-}
-
 /// `GET /tenants`: a page of tenants, or with `watch=true` an event stream.
-async fn list(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
     if query.watch {
         return watch::respond(&state, Kind::Tenant, query.since).await;
     }
@@ -31,20 +21,23 @@ async fn list(state: web::Data<AppState>, query: ListQuery) -> Result<HttpRespon
 }
 
 /// `POST /tenants`: 201 with the new tenant.
-async fn create(state: web::Data<AppState>, body: JsonBody) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn create(state: web::Data<AppState>, body: JsonBody) -> Result<HttpResponse, ApiError> {
     let (name, draft) = body.for_create::<TenantSpec, TenantStatus>()?;
     let object = state.store.create(Key::tenant(name), draft).await?;
     Ok(reply::object(StatusCode::CREATED, &object))
 }
 
 /// `GET /tenants/{name}`.
-async fn get(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn get(
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let object = find(state.store.as_ref(), &Key::tenant(name.into_inner()))?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 
 /// `PUT /tenants/{name}`: replaces the spec, labels and annotations.
-async fn update(
+pub(crate) async fn update(
     state: web::Data<AppState>,
     name: web::Path<String>,
     body: JsonBody,
@@ -55,7 +48,10 @@ async fn update(
 }
 
 /// `DELETE /tenants/{name}`: 202 with the tenant marked for deletion.
-async fn delete(state: web::Data<AppState>, name: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn delete(
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let deleted = state.store.delete(Key::tenant(name.into_inner())).await?;
     Ok(reply::deleted(&deleted))
 }

@@ -44,8 +44,18 @@ pub(crate) async fn call(store: MockStore, req: TestRequest) -> Reply {
     call_with(store, ServiceOptions::default(), req).await
 }
 
+/// Handler tests run without authentication, which the route-table tests
+/// over a real store cover; the authenticator answers nothing.
+pub(crate) async fn state(store: Arc<dyn cms_store::Store>, options: ServiceOptions) -> AppState {
+    let key = secrecy::SecretSlice::from(vec![7u8; 32]);
+    let auth_options = cms_auth::AuthOptions { signing_key: Some(key), ..cms_auth::AuthOptions::default() };
+    let accounts = Arc::new(cms_store::MockAccounts::new());
+    let auth = cms_auth::Authenticator::new(accounts, auth_options).await.expect("authenticator");
+    AppState::new(store, Arc::new(auth), ServiceOptions { insecure_disable_auth: true, ..options })
+}
+
 pub(crate) async fn call_with(store: MockStore, options: ServiceOptions, req: TestRequest) -> Reply {
-    let service = test::init_service(app(AppState::new(Arc::new(store), options))).await;
+    let service = test::init_service(app(state(Arc::new(store), options).await)).await;
     let response = test::call_service(&service, req.to_request()).await;
     let status = response.status();
     let headers = response.headers().clone();

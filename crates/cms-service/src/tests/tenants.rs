@@ -132,7 +132,7 @@ async fn watch_ends_at_shutdown() {
         store.expect_watch().returning(|_, _| Ok(Box::pin(stream::pending()) as WatchStream));
         store
     });
-    let state = crate::AppState::new(store, crate::ServiceOptions::default());
+    let state = super::state(store, crate::ServiceOptions::default()).await;
     let shutdown = state.shutdown.clone();
     let service = actix_web::test::init_service(crate::app(state)).await;
     let request = TestRequest::get().uri("/api/v1/tenants?watch=true").to_request();

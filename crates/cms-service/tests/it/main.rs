@@ -1,7 +1,9 @@
 //! The real application over a real `SqlStore` on a temporary SQLite file.
 
+mod accounts;
 mod errors;
 mod machines;
+mod matrix;
 mod projected;
 mod tenants;
 
@@ -12,16 +14,25 @@ use actix_web::dev::{Service, ServiceResponse};
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use bytes::Bytes;
+use cms_auth::{AuthOptions, Authenticator, bootstrap_admin};
 use cms_service::{AppState, ServiceOptions, app};
 use cms_store::{SqlStore, StoreOptions};
+use secrecy::SecretString;
 use serde_json::Value;
 use tempfile::TempDir;
+
+/// The login signing key of the test application.
+pub(crate) const SIGNING_KEY: &[u8; 32] = b"0123456789abcdef0123456789abcdef";
+/// The bootstrap admin's password.
+pub(crate) const ADMIN_PASSWORD: &str = "admin-password";
 
 /// A running application, its store and the directory that holds the database.
 pub(crate) struct Harness<S> {
     pub(crate) service: S,
     pub(crate) store: Arc<SqlStore>,
     pub(crate) state: AppState,
+    /// A login token of the bootstrap admin, sent with every request.
+    pub(crate) token: String,
     _dir: TempDir,
 }
 
@@ -56,9 +67,14 @@ pub(crate) async fn harness_with(
     let dir = tempfile::tempdir().expect("temporary directory");
     let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
     let store = SqlStore::open(&StoreOptions::new(url)).await.expect("store opens");
-    let state = AppState::new(store.clone(), options);
+    let auth_options =
+        AuthOptions { signing_key: Some(SIGNING_KEY.to_vec().into()), ..AuthOptions::default() };
+    let auth = Arc::new(Authenticator::new(store.clone(), auth_options).await.expect("authenticator"));
+    bootstrap_admin(&auth, Some(SecretString::from(ADMIN_PASSWORD))).await.expect("bootstrap");
+    let (token, _) = auth.login("admin", &SecretString::from(ADMIN_PASSWORD)).await.expect("admin login");
+    let state = AppState::new(store.clone(), auth, options);
     let service = test::init_service(app(state.clone())).await;
-    Harness { service, store, state, _dir: dir }
+    Harness { service, store, state, token, _dir: dir }
 }
 
 pub(crate) async fn harness()
@@ -71,6 +87,11 @@ where
     S: Service<actix_http::Request, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>,
 {
     pub(crate) async fn send(&self, request: TestRequest) -> Reply {
+        self.send_as(request.insert_header(("authorization", format!("Bearer {}", self.token)))).await
+    }
+
+    /// Sends a request with whatever credentials it already carries.
+    pub(crate) async fn send_as(&self, request: TestRequest) -> Reply {
         let response = test::call_service(&self.service, request.to_request()).await;
         let status = response.status();
         let request_id =
@@ -103,8 +124,19 @@ where
         reply.json()
     }
 
+    /// Sends a request as it is and hands back the response with its body unread.
+    pub(crate) async fn open_as(&self, request: TestRequest) -> ServiceResponse<BoxBody> {
+        test::call_service(&self.service, request.to_request()).await
+    }
+
+    /// The directory that holds the database files.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     /// Sends a request and hands back the response with its body unread.
     pub(crate) async fn open(&self, request: TestRequest) -> ServiceResponse<BoxBody> {
+        let request = request.insert_header(("authorization", format!("Bearer {}", self.token)));
         test::call_service(&self.service, request.to_request()).await
     }
 }

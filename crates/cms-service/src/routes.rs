@@ -1,0 +1,122 @@
+//! The route table: every route of the API with the access it needs, kept
+//! as data in one place. Routes are registered from it, so a route cannot
+//! exist without stating its permission, and tests walk it.
+
+use actix_web::http::Method;
+use actix_web::middleware::from_fn;
+use actix_web::web;
+use cms_auth::Permission::{Delete, DeleteTenant, ManageUsers, OwnTokens, Read, Write, WriteMachineStatus};
+
+use crate::auth::{Access, guard};
+use crate::fallback::resource;
+use crate::{config_patches, login, machines, node_groups, ops, projected, tenants, tokens, users};
+
+/// One route: its method, its path pattern (under [`crate::API_PREFIX`]
+/// unless it starts at the root) and what it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteInfo {
+    pub method: &'static str,
+    pub path: &'static str,
+    /// Whether the path is under the API prefix.
+    pub api: bool,
+    pub access: Access,
+}
+
+macro_rules! table {
+    ($( $scope:ident $path:literal { $( $method:ident => $handler:path, $access:expr; )* } )*) => {
+        /// Every route the application serves.
+        pub const ROUTES: &[RouteInfo] = &[
+            $( $( RouteInfo {
+                method: stringify!($method),
+                path: $path,
+                api: table!(@api $scope),
+                access: $access,
+            }, )* )*
+        ];
+
+        /// Registers the routes of one scope: the API's or the root's.
+        fn register(cfg: &mut web::ServiceConfig, api: bool) {
+            $( if table!(@api $scope) == api {
+                cfg.service(resource($path)
+                    $( .route(web::method(Method::$method).to($handler)
+                        .wrap(from_fn(|req, next| guard($access, req, next)))) )*);
+            } )*
+        }
+    };
+    (@api api) => { true };
+    (@api root) => { false };
+}
+
+const PUBLIC: Access = Access::Public;
+
+const fn needs(permission: cms_auth::Permission) -> Access {
+    Access::Requires(permission)
+}
+
+table! {
+    root "/healthz" { GET => ops::healthz, PUBLIC; }
+    root "/readyz" { GET => ops::readyz, PUBLIC; }
+    root "/version" { GET => ops::version, PUBLIC; }
+    api "/auth/login" { POST => login::login, PUBLIC; }
+    api "/tenants" {
+        GET => tenants::list, needs(Read);
+        POST => tenants::create, needs(Write);
+    }
+    api "/tenants/{name}" {
+        GET => tenants::get, needs(Read);
+        PUT => tenants::update, needs(Write);
+        DELETE => tenants::delete, needs(DeleteTenant);
+    }
+    api "/tenants/{tenant}/node-groups" {
+        GET => node_groups::list, needs(Read);
+        POST => node_groups::create, needs(Write);
+    }
+    api "/tenants/{tenant}/node-groups/{name}" {
+        GET => node_groups::get, needs(Read);
+        PUT => node_groups::update, needs(Write);
+        DELETE => node_groups::delete, needs(Delete);
+    }
+    api "/tenants/{tenant}/configpatches" {
+        GET => config_patches::list, needs(Read);
+        POST => config_patches::create, needs(Write);
+    }
+    api "/tenants/{tenant}/configpatches/{name}" {
+        GET => config_patches::get, needs(Read);
+        PUT => config_patches::update, needs(Write);
+        DELETE => config_patches::delete, needs(Delete);
+    }
+    api "/machines" { GET => machines::list_all, needs(Read); }
+    api "/tenants/{tenant}/machines" { GET => machines::list, needs(Read); }
+    api "/tenants/{tenant}/machines/{id}" {
+        GET => machines::get, needs(Read);
+        DELETE => machines::delete, needs(Delete);
+    }
+    api "/tenants/{tenant}/machines/{id}/status" { PUT => machines::update_status, needs(WriteMachineStatus); }
+    api "/projected" { GET => projected::list_all, needs(Read); }
+    api "/tenants/{tenant}/projected" { GET => projected::list, needs(Read); }
+    api "/tenants/{tenant}/projected/{kind}" { GET => projected::list_kind, needs(Read); }
+    api "/users" {
+        GET => users::list, needs(ManageUsers);
+        POST => users::create, needs(ManageUsers);
+    }
+    api "/users/{name}" {
+        GET => users::get, needs(ManageUsers);
+        PUT => users::update, needs(ManageUsers);
+        DELETE => users::delete, needs(ManageUsers);
+    }
+    api "/users/{name}/tokens" {
+        GET => tokens::list, needs(OwnTokens);
+        POST => tokens::create, needs(OwnTokens);
+    }
+    api "/users/{name}/tokens/{token}" { DELETE => tokens::revoke, needs(OwnTokens); }
+}
+
+/// Registers the routes at the root: the operational endpoints.
+pub(crate) fn root(cfg: &mut web::ServiceConfig) {
+    register(cfg, false);
+}
+
+/// Registers the routes under the API prefix.
+pub(crate) fn api(cfg: &mut web::ServiceConfig) {
+    register(cfg, true);
+}

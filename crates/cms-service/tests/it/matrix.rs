@@ -1,0 +1,192 @@
+//! The role × route matrix: every route of the application's route table,
+//! called by every kind of caller, answers as the permission matrix says.
+
+use actix_web::http::Method;
+use actix_web::test::TestRequest;
+use base64::Engine;
+use cms_auth::{Authenticator, LoginClaims};
+use cms_model::{Kind, UserRole};
+use cms_service::{Access, ROUTES, RouteInfo};
+use cms_store::{Accounts, Draft, Key, Store, TokenRecord};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use secrecy::SecretString;
+
+use crate::{Harness, SIGNING_KEY, harness};
+
+/// Who calls, and how it proves it.
+struct Caller {
+    label: &'static str,
+    /// The `Authorization` header, if any.
+    token: Option<String>,
+    /// The role, for callers that should get in.
+    role: Option<UserRole>,
+    user: &'static str,
+}
+
+fn forge(claims: &LoginClaims, header: Header, key: &[u8]) -> String {
+    jsonwebtoken::encode(&header, claims, &EncodingKey::from_secret(key)).expect("encode")
+}
+
+fn claims(user: &str, expires_in: i64) -> LoginClaims {
+    let now = chrono::Utc::now().timestamp();
+    LoginClaims {
+        iss: "cms".into(),
+        aud: "cms-api".into(),
+        sub: user.into(),
+        iat: now - 120,
+        exp: now + expires_in,
+        jti: "forged".into(),
+        typ: "login".into(),
+    }
+}
+
+fn unsigned(claims: &LoginClaims) -> String {
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let body = serde_json::to_vec(claims).expect("claims");
+    format!("{}.{}.", encode(br#"{"alg":"none","typ":"JWT"}"#), encode(&body))
+}
+
+async fn login(auth: &Authenticator, user: &str, password: &str) -> String {
+    auth.login(user, &SecretString::from(password.to_string())).await.expect("login").0
+}
+
+async fn callers<S>(h: &Harness<S>) -> Vec<Caller> {
+    let auth = &h.state.auth;
+    for (name, role) in [("viewer", UserRole::View), ("editor", UserRole::Edit)] {
+        auth.create_user(name, role, &SecretString::from(format!("{name}-password"))).await.expect("user");
+    }
+    let (revoked, _) = auth.create_token("viewer", "revoked", 1).await.expect("token");
+    auth.revoke_token("viewer", "revoked").await.expect("revoke");
+    let (fresh, record) = auth.create_token("editor", "fresh", 1).await.expect("token");
+    let expired_id = "00000000000000ee";
+    let past = chrono::Utc::now() - chrono::Duration::hours(2);
+    let expired = TokenRecord {
+        id: expired_id.into(),
+        name: "expired".into(),
+        expires_at: past + chrono::Duration::hours(1),
+        created_at: past,
+        ..record.clone()
+    };
+    h.store.create_token(expired).await.expect("expired token");
+    let expired_value = fresh.value.replace(&record.id, expired_id);
+    let mut wrong_aud = claims("admin", 600);
+    wrong_aud.aud = "somebody-else".into();
+    let hs256 = Header::new(Algorithm::HS256);
+    let denied = |label, token: String| Caller { label, token: Some(token), role: None, user: "admin" };
+    vec![
+        Caller { label: "anonymous", token: None, role: None, user: "admin" },
+        Caller {
+            label: "view",
+            token: Some(login(auth, "viewer", "viewer-password").await),
+            role: Some(UserRole::View),
+            user: "viewer",
+        },
+        Caller {
+            label: "edit",
+            token: Some(login(auth, "editor", "editor-password").await),
+            role: Some(UserRole::Edit),
+            user: "editor",
+        },
+        Caller { label: "admin", token: Some(h.token.clone()), role: Some(UserRole::Admin), user: "admin" },
+        denied("expired JWT", forge(&claims("admin", -120), hs256.clone(), SIGNING_KEY)),
+        denied("JWT with the wrong aud", forge(&wrong_aud, hs256.clone(), SIGNING_KEY)),
+        denied("JWT with alg none", unsigned(&claims("admin", 600))),
+        denied("JWT signed with another key", forge(&claims("admin", 600), hs256, &[9u8; 32])),
+        denied("revoked API token", revoked.value),
+        denied("expired API token", expired_value),
+    ]
+}
+
+/// The concrete URI of a route, with its parameters filled for `user`.
+fn uri(route: &RouteInfo, user: &str) -> String {
+    let path = route
+        .path
+        .replace("{tenant}", "t1")
+        .replace("{id}", "m1")
+        .replace("{kind}", "machine")
+        .replace("{token}", "no-such-token")
+        .replace("/users/{name}", &format!("/users/{user}"))
+        .replace("{name}", "t1");
+    if route.api { format!("{}{path}", cms_service::API_PREFIX) } else { path }
+}
+
+fn request(route: &RouteInfo, caller: &Caller) -> TestRequest {
+    let method = Method::from_bytes(route.method.as_bytes()).expect("method");
+    let mut request = TestRequest::default().method(method.clone()).uri(&uri(route, caller.user));
+    if method == Method::POST || method == Method::PUT {
+        request = request.insert_header(("content-type", "application/json")).set_payload("{}");
+    }
+    if let Some(token) = &caller.token {
+        request = request.insert_header(("authorization", format!("Bearer {token}")));
+    }
+    request
+}
+
+#[actix_web::test]
+async fn every_route_answers_every_caller_as_the_matrix_says() {
+    let h = harness().await;
+    h.tenant("t1").await;
+    let machine = Draft { spec: serde_json::json!({}), ..Draft::default() };
+    h.store.create(Key::child(Kind::Machine, "t1", "m1"), machine).await.expect("machine");
+    let item = cms_model::Projected {
+        tenant: "t1".into(),
+        kind: "Machine".into(),
+        tf_type: "terraform_data".into(),
+        name: "m1".into(),
+        spec: serde_json::json!({}),
+    };
+    h.store.set_projection("t1".into(), vec![item]).await.expect("projection");
+    let callers = callers(&h).await;
+    assert!(ROUTES.len() >= 30, "the table holds every route: {}", ROUTES.len());
+    for route in ROUTES {
+        for caller in &callers {
+            let reply = h.send_as(request(route, caller)).await;
+            let what = format!("{} {} as {}", route.method, route.path, caller.label);
+            let status = reply.status.as_u16();
+            match (route.access, caller.role) {
+                (Access::Public, _) => assert!(status != 401 && status != 403, "{what}: {status}"),
+                (Access::Requires(_), None) => {
+                    reply.error(401, "Unauthorized");
+                }
+                (Access::Requires(permission), Some(role)) if !permission.allows(role) => {
+                    let message = reply.error(403, "Forbidden");
+                    assert!(message.contains(role.as_str()), "{what}: {message}");
+                }
+                (Access::Requires(_), Some(_)) => {
+                    let body = reply.json();
+                    assert!(!matches!(status, 401 | 403 | 405 | 500..), "{what}: {status} {body}");
+                    let unrouted = body["error"].as_str().is_some_and(|e| e.starts_with("no route"));
+                    assert!(!unrouted, "{what}: the route is not served: {body}");
+                }
+            }
+        }
+    }
+}
+
+#[actix_web::test]
+async fn a_view_token_reads_but_cannot_write_or_touch_other_tokens() {
+    let h = harness().await;
+    h.tenant("t1").await;
+    let auth = &h.state.auth;
+    auth.create_user("viewer", UserRole::View, &SecretString::from("viewer-password")).await.expect("user");
+    let token = login(auth, "viewer", "viewer-password").await;
+    let as_viewer =
+        |request: TestRequest| request.insert_header(("authorization", format!("Bearer {token}")));
+    let body = r#"{"metadata":{"name":"ci"},"spec":{"expiresIn":"24h"}}"#;
+    let created =
+        h.send_as(crate::json(as_viewer(TestRequest::post().uri("/api/v1/users/viewer/tokens")), body)).await;
+    assert_eq!(created.status.as_u16(), 201, "{:?}", created.json());
+    let value = created.json()["status"]["token"].as_str().expect("token shown once").to_string();
+    assert!(value.starts_with("cms_"));
+    let bearer = |request: TestRequest| request.insert_header(("authorization", format!("Bearer {value}")));
+    let read = h.send_as(bearer(TestRequest::get().uri("/api/v1/tenants/t1"))).await;
+    assert_eq!(read.status.as_u16(), 200);
+    let tenant = r#"{"metadata":{"name":"t2"},"spec":{"kubernetesVersion":"1.31.0"}}"#;
+    h.send_as(crate::json(bearer(TestRequest::post().uri("/api/v1/tenants")), tenant))
+        .await
+        .error(403, "Forbidden");
+    let listed = h.send_as(bearer(TestRequest::get().uri("/api/v1/users/viewer/tokens"))).await;
+    assert_eq!(listed.json()["items"][0]["metadata"]["name"], "ci");
+    assert!(listed.json()["items"][0]["status"].get("token").is_none(), "values are shown only once");
+    h.send_as(bearer(TestRequest::get().uri("/api/v1/users/admin/tokens"))).await.error(403, "Forbidden");
+}
