@@ -104,7 +104,9 @@ impl ApiTokenSpec {
             .expires_in
             .strip_suffix('h')
             .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| FieldError::new(field, format!("{:?} must have the form <number>h", self.expires_in)))?;
+            .ok_or_else(|| {
+                FieldError::new(field, format!("{:?} must have the form <number>h", self.expires_in))
+            })?;
         match digits.parse::<u64>() {
             Ok(hours) if (1..=MAX_TOKEN_HOURS).contains(&hours) => Ok(hours),
             _ => Err(FieldError::new(field, format!("must be between 1h and {MAX_TOKEN_HOURS}h"))),
