@@ -1,0 +1,120 @@
+//! Client configurations: kubeconfig and talosconfig, with role-bound certificates.
+//!
+//! | cms role | kubeconfig user | Kubernetes group (O) | Talos role (O) |
+//! |---|---|---|---|
+//! | admin | `admin` | `system:masters` | `os:admin` |
+//! | edit | `editor` | `system:masters` | `os:operator` |
+//! | view | `viewer` | `cms:viewers` | `os:reader` |
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use cms_model::UserRole;
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use crate::bundle::SecretsBundle;
+use crate::certs::{IssuedCertificate, issue_client_cert};
+use crate::error::{Result, TalosError};
+use crate::render::VIEWERS_GROUP;
+use crate::yaml;
+
+/// The Kubernetes user name (the certificate's CN) and group (its O) of a role.
+pub fn kubernetes_identity(role: UserRole) -> (&'static str, &'static str) {
+    match role {
+        UserRole::Admin => ("admin", "system:masters"),
+        UserRole::Edit => ("editor", "system:masters"),
+        UserRole::View => ("viewer", VIEWERS_GROUP),
+    }
+}
+
+/// The Talos API role (the certificate's O) of a role.
+pub fn talos_role(role: UserRole) -> &'static str {
+    match role {
+        UserRole::Admin => "os:admin",
+        UserRole::Edit => "os:operator",
+        UserRole::View => "os:reader",
+    }
+}
+
+/// A kubeconfig for `role` on the cluster at `server_endpoint`
+/// (`https://HOST:6443`), with a client certificate from the Kubernetes CA
+/// that lives `ttl`. The user and the context are both `<user>@<cluster>`.
+pub fn kubeconfig(
+    bundle: &SecretsBundle,
+    cluster_name: &str,
+    server_endpoint: &str,
+    role: UserRole,
+    ttl: Duration,
+) -> Result<String> {
+    if cluster_name.is_empty() || !server_endpoint.starts_with("https://") {
+        return Err(TalosError::InvalidInput(format!(
+            "a kubeconfig needs a cluster name and an https:// server, got {cluster_name:?} and {server_endpoint:?}"
+        )));
+    }
+    let (user, group) = kubernetes_identity(role);
+    let cert = issue_client_cert(bundle.kubernetes_ca(), Some(user), &[group], ttl)?;
+    let context = format!("{user}@{cluster_name}");
+    yaml::to_yaml(&json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": cluster_name,
+            "cluster": {
+                "server": server_endpoint,
+                "certificate-authority-data": b64(bundle.kubernetes_ca().cert_pem()),
+            },
+        }],
+        "users": [{
+            "name": context,
+            "user": {
+                "client-certificate-data": b64(&cert.cert_pem),
+                "client-key-data": b64(cert.key_pem.expose_secret()),
+            },
+        }],
+        "contexts": [{
+            "name": context,
+            "context": {"cluster": cluster_name, "namespace": "default", "user": context},
+        }],
+        "current-context": context,
+        "preferences": {},
+    }))
+}
+
+/// A client certificate for the Talos API (apid): signed by the OS CA, no CN,
+/// the role's Talos role in O, ClientAuth, an Ed25519 key.
+pub fn talos_client_cert(bundle: &SecretsBundle, role: UserRole, ttl: Duration) -> Result<IssuedCertificate> {
+    issue_client_cert(bundle.os_ca(), None, &[talos_role(role)], ttl)
+}
+
+/// A talosconfig with one context named `context` for `role`.
+pub fn talosconfig(
+    bundle: &SecretsBundle,
+    context: &str,
+    endpoints: &[String],
+    nodes: &[String],
+    role: UserRole,
+    ttl: Duration,
+) -> Result<String> {
+    if context.is_empty() {
+        return Err(TalosError::InvalidInput("a talosconfig context needs a name".into()));
+    }
+    let cert = talos_client_cert(bundle, role, ttl)?;
+    yaml::to_yaml(&json!({
+        "context": context,
+        "contexts": {
+            context: {
+                "endpoints": endpoints,
+                "nodes": nodes,
+                "ca": b64(bundle.os_ca().cert_pem()),
+                "crt": b64(&cert.cert_pem),
+                "key": b64(cert.key_pem.expose_secret()),
+            },
+        },
+    }))
+}
+
+fn b64(text: &str) -> String {
+    STANDARD.encode(text.as_bytes())
+}
