@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::certs::{CaSubject, CertificateAuthority};
 use crate::error::Result;
-use crate::keys::{self, KeyAlgorithm};
+use crate::keys::{KeyAlgorithm, ServiceAccountKey};
 use crate::version::TalosVersion;
 use crate::{random, yaml};
 
@@ -53,6 +53,13 @@ impl SecretsBundle {
     /// standard base64 from 1.14) and then kept as is: nodes that join after an
     /// upgrade must carry the same id string as the first ones.
     pub fn generate(talos_version: &str) -> Result<SecretsBundle> {
+        TalosVersion::supported(talos_version)?;
+        SecretsBundle::generate_with_key(talos_version, ServiceAccountKey::generate()?)
+    }
+
+    /// Like [`SecretsBundle::generate`], with a service-account key made
+    /// earlier: everything else takes milliseconds.
+    pub fn generate_with_key(talos_version: &str, key: ServiceAccountKey) -> Result<SecretsBundle> {
         let version = TalosVersion::supported(talos_version)?;
         let cluster_id = encode_cluster_id(version, &random::bytes::<32>()?);
         let secret = |bytes: [u8; 32]| SecretString::from(STANDARD.encode(bytes));
@@ -70,7 +77,7 @@ impl SecretsBundle {
             kubernetes_ca: ca(KeyAlgorithm::EcdsaP256, Some("kubernetes"), None)?,
             aggregator_ca: ca(KeyAlgorithm::EcdsaP256, None, Some("front-proxy"))?,
             os_ca: ca(KeyAlgorithm::Ed25519, Some("talos"), None)?,
-            service_account_key: keys::service_account_key()?,
+            service_account_key: key.into_pem(),
         })
     }
 

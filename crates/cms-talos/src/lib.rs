@@ -29,11 +29,11 @@ pub use bundle::SecretsBundle;
 pub use certs::{CertificateAuthority, IssuedCertificate, issue_client_cert, issue_server_cert};
 pub use clients::{kubeconfig, kubernetes_identity, talos_client_cert, talos_role, talosconfig};
 pub use error::{Result, TalosError};
-pub use keys::{EC_LABEL, ED25519_LABEL, KeyAlgorithm, RSA_LABEL};
+pub use keys::{EC_LABEL, ED25519_LABEL, KeyAlgorithm, RSA_LABEL, ServiceAccountKey};
 pub use patch::{PatchResolution, ResolvedPatch, check_patch, resolve_patches};
 pub use render::{
     KUBERNETES_API_PORT, RenderInput, VIEWERS_GROUP, VIEWERS_MANIFEST_NAME, config_yaml,
-    control_plane_endpoint, render, render_documents,
+    control_plane_endpoint, endpoint_host, render, render_documents,
 };
 pub use seal::{Sealer, SealingKey};
 pub use version::{MAX_TALOS_MINOR, MIN_TALOS_MINOR, TalosVersion};

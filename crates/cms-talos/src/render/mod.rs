@@ -128,7 +128,7 @@ pub fn control_plane_endpoint(
 }
 
 /// The host part of an `https://HOST[:PORT]` endpoint, brackets dropped.
-fn endpoint_host(endpoint: &str) -> String {
+pub fn endpoint_host(endpoint: &str) -> String {
     let rest = endpoint.trim_start_matches("https://");
     let authority = rest.split('/').next().unwrap_or(rest);
     if let Some(bracketed) = authority.strip_prefix('[') {
