@@ -7,11 +7,12 @@ use std::sync::Arc;
 use actix_web::HttpServer;
 use anyhow::Context;
 use cms_auth::{AuthOptions, Authenticator, BOOTSTRAP_ADMIN, bootstrap_admin};
-use cms_service::{AppState, ServiceOptions};
+use cms_service::{AppState, Secrets, ServiceOptions};
 use cms_store::{SqlStore, StoreOptions};
 use secrecy::{ExposeSecret, SecretSlice};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+use crate::sealing;
 use crate::settings::Settings;
 
 /// How long in-flight requests get to finish after a shutdown signal.
@@ -30,6 +31,9 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     store_options.watch_buffer = settings.watch_buffer;
     let store = SqlStore::open(&store_options).await.context("could not open the store")?;
 
+    let sealer = sealing::sealer(&settings, store.as_ref()).await?;
+    let secrets = Secrets::new(sealer, settings.secrets_options())
+        .map_err(|err| anyhow::anyhow!("invalid secrets settings: {err}"))?;
     let auth = authenticator(&settings, store.clone()).await?;
     let options = ServiceOptions {
         body_limit: settings.body_limit,
@@ -41,7 +45,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
             "authentication is DISABLED: every request is served as admin (CMS_INSECURE_DISABLE_AUTH)"
         );
     }
-    let state = AppState::new(store, Arc::new(auth), options);
+    let state = AppState::new(store, Arc::new(auth), secrets.clone(), options);
     let shutdown = state.shutdown.clone();
     let server = HttpServer::new(move || cms_service::app(state.clone()))
         .workers(cms_service::worker_count())
@@ -62,6 +66,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         name = signals.next() => tracing::info!(signal = name, "shutting down"),
     }
     shutdown.cancel();
+    secrets.stop();
     handle.stop(true).await;
     serving.await.context("the server task failed")?.context("the server failed")?;
     tracing::info!("stopped");

@@ -30,6 +30,12 @@ const KEYS: &[&str] = &[
     "login_token_ttl",
     "login_signing_key",
     "insecure_disable_auth",
+    "secrets_key",
+    "secrets_key_id",
+    "key_pool",
+    "default_talos_version",
+    "client_cert_ttl",
+    "client_cert_max_ttl",
 ];
 
 /// The whole configuration of the server.
@@ -64,12 +70,29 @@ pub(crate) struct Settings {
     /// Serves every request without authentication, as admin. For
     /// benchmarks only, and refused unless listening on loopback.
     pub(crate) insecure_disable_auth: bool,
+    /// The key that seals tenant secrets at rest: standard base64 of 32
+    /// bytes. When unset, the key file `<data_dir>/secrets.key` is used, and
+    /// created with mode 0600 on first start.
+    pub(crate) secrets_key: Option<SecretString>,
+    /// The id of `secrets_key`, stored with every sealed blob.
+    pub(crate) secrets_key_id: String,
+    /// How many service-account keys are generated ahead of tenant creates.
+    pub(crate) key_pool: usize,
+    /// The Talos version of a tenant that names none.
+    pub(crate) default_talos_version: String,
+    /// The lifetime of kubeconfig and talosconfig certificates, such as `24h`.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) client_cert_ttl: Duration,
+    /// The longest lifetime a download may ask for with `?ttl=`.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) client_cert_max_ttl: Duration,
 }
 
 impl Default for Settings {
     fn default() -> Settings {
         let store = cms_store::StoreOptions::new(String::new());
         let service = cms_service::ServiceOptions::default();
+        let secrets = cms_service::SecretsOptions::default();
         Settings {
             listen: "0.0.0.0:8080".to_string(),
             data_dir: PathBuf::from("./data"),
@@ -83,6 +106,12 @@ impl Default for Settings {
             login_token_ttl: Duration::from_secs(3600),
             login_signing_key: None,
             insecure_disable_auth: false,
+            secrets_key: None,
+            secrets_key_id: "k1".to_string(),
+            key_pool: secrets.key_pool,
+            default_talos_version: secrets.default_talos_version,
+            client_cert_ttl: secrets.client_cert_ttl,
+            client_cert_max_ttl: secrets.client_cert_max_ttl,
         }
     }
 }
@@ -103,6 +132,21 @@ impl Settings {
             builder.build().and_then(Config::try_deserialize).context("invalid configuration")?;
         settings.check()?;
         Ok(settings)
+    }
+
+    /// How tenant secrets are made and documents issued.
+    pub(crate) fn secrets_options(&self) -> cms_service::SecretsOptions {
+        cms_service::SecretsOptions {
+            default_talos_version: self.default_talos_version.clone(),
+            client_cert_ttl: self.client_cert_ttl,
+            client_cert_max_ttl: self.client_cert_max_ttl,
+            key_pool: self.key_pool,
+        }
+    }
+
+    /// The sealing key file, used when no key is configured.
+    pub(crate) fn secrets_key_file(&self) -> PathBuf {
+        self.data_dir.join("secrets.key")
     }
 
     /// The database URL, defaulting to SQLite in the data directory.
@@ -140,6 +184,12 @@ impl Settings {
             && key.expose_secret().len() < cms_auth::LoginTokens::MIN_KEY_BYTES
         {
             bail!("CMS_LOGIN_SIGNING_KEY must be at least {} bytes", cms_auth::LoginTokens::MIN_KEY_BYTES);
+        }
+        if self.client_cert_ttl.is_zero() || self.client_cert_ttl > self.client_cert_max_ttl {
+            bail!("CMS_CLIENT_CERT_TTL must be longer than zero and at most CMS_CLIENT_CERT_MAX_TTL");
+        }
+        if let Err(err) = cms_talos::TalosVersion::supported(&self.default_talos_version) {
+            bail!("CMS_DEFAULT_TALOS_VERSION: {err}");
         }
         if self.insecure_disable_auth && !self.listens_on_loopback() {
             bail!("CMS_INSECURE_DISABLE_AUTH is allowed only when CMS_LISTEN is a loopback address");
@@ -202,6 +252,34 @@ mod tests {
         assert_eq!(settings.database_url(), "sqlite://./data/cms.db?mode=rwc");
         assert_eq!(settings.watch_heartbeat, Duration::from_secs(15));
         assert_eq!(settings.body_limit, 1024 * 1024);
+        assert!(settings.secrets_key.is_none());
+        assert_eq!(settings.secrets_key_file(), PathBuf::from("./data/secrets.key"));
+        assert_eq!((settings.secrets_key_id.as_str(), settings.key_pool), ("k1", 8));
+        assert_eq!(settings.client_cert_ttl, Duration::from_secs(24 * 3600));
+        assert_eq!(settings.client_cert_max_ttl, Duration::from_secs(24 * 3600));
+        assert_eq!(settings.default_talos_version, "1.14.0");
+    }
+
+    #[test]
+    fn secrets_settings() {
+        let settings = Settings::load(
+            None,
+            env(&[
+                ("CMS_SECRETS_KEY", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+                ("CMS_SECRETS_KEY_ID", "prod-2"),
+                ("CMS_KEY_POOL", "0"),
+                ("CMS_CLIENT_CERT_MAX_TTL", "168h"),
+                ("CMS_DEFAULT_TALOS_VERSION", "1.9.6"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.secrets_key_id, "prod-2");
+        assert_eq!(settings.key_pool, 0);
+        assert_eq!(settings.secrets_options().client_cert_max_ttl, Duration::from_secs(168 * 3600));
+        assert!(!format!("{settings:?}").contains("AAAAAAAA"), "the key never prints");
+        let message = |pairs: &[(&str, &str)]| format!("{:#}", Settings::load(None, env(pairs)).unwrap_err());
+        assert!(message(&[("CMS_CLIENT_CERT_TTL", "48h")]).contains("CMS_CLIENT_CERT_MAX_TTL"));
+        assert!(message(&[("CMS_DEFAULT_TALOS_VERSION", "1.7.0")]).contains("1.8 to 1.14"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
+use crate::secrets::check_talos_version;
 use crate::state::{AppState, ServiceOptions};
 
 /// The raw bytes of an `application/json` body within the size limit.
@@ -57,21 +58,38 @@ pub(crate) trait Prepare {
     fn prepare(&mut self) -> Result<(), FieldError>;
 }
 
+/// Tenants and node groups also need a Talos version that cms renders
+/// configs for; config patches must apply (Talos merge rules), so a broken
+/// one is refused on write rather than found at render time.
 impl Prepare for Tenant {
     fn prepare(&mut self) -> Result<(), FieldError> {
-        Tenant::prepare(self)
+        Tenant::prepare(self)?;
+        if let Some(version) = &self.spec.talos_version {
+            check_talos_version("spec.talosVersion", version)?;
+        }
+        for (index, group) in self.spec.node_groups.iter().flatten().enumerate() {
+            if let Some(version) = &group.talos_version {
+                check_talos_version(&format!("spec.nodeGroups[{index}].talosVersion"), version)?;
+            }
+        }
+        Ok(())
     }
 }
 
 impl Prepare for NodeGroup {
     fn prepare(&mut self) -> Result<(), FieldError> {
-        NodeGroup::prepare(self)
+        NodeGroup::prepare(self)?;
+        match &self.spec.talos_version {
+            Some(version) => check_talos_version("spec.talosVersion", version),
+            None => Ok(()),
+        }
     }
 }
 
 impl Prepare for ConfigPatch {
     fn prepare(&mut self) -> Result<(), FieldError> {
-        ConfigPatch::prepare(self)
+        ConfigPatch::prepare(self)?;
+        cms_talos::check_patch(&self.spec)
     }
 }
 
@@ -151,6 +169,7 @@ pub(crate) fn draft<Spec: Serialize, Status>(resource: Resource<Spec, Status>) -
         annotations: resource.metadata.annotations,
         spec,
         status: None,
+        secrets: None,
     })
 }
 

@@ -10,6 +10,7 @@ use actix_web::{HttpResponse, ResponseError};
 use cms_auth::AuthError;
 use cms_model::{FieldError, ParseError};
 use cms_store::StoreError;
+use cms_talos::TalosError;
 use serde::Serialize;
 
 /// The message that a 500 body carries in place of the details, which are
@@ -169,6 +170,26 @@ impl From<AuthError> for ApiError {
     }
 }
 
+/// Maps every Talos failure to its status. Rendering inputs and patches
+/// come from stored resources, so a failure there is a conflict with the
+/// tenant's state (409); sealing, keys and encodings are internal.
+impl From<TalosError> for ApiError {
+    fn from(err: TalosError) -> ApiError {
+        match err {
+            TalosError::UnsupportedVersion { .. } => ApiError::Invalid(err.to_string()),
+            TalosError::InvalidInput(_) | TalosError::Patch { .. } => ApiError::Conflict(err.to_string()),
+            TalosError::Crypto(_)
+            | TalosError::Corrupt(_)
+            | TalosError::UnknownKey { .. }
+            | TalosError::Unseal { .. }
+            | TalosError::WrongKey { .. }
+            | TalosError::InvalidKey(_)
+            | TalosError::KeyFile { .. }
+            | TalosError::Encode(_) => ApiError::internal(&err),
+        }
+    }
+}
+
 impl From<ParseError> for ApiError {
     fn from(err: ParseError) -> ApiError {
         match err {
@@ -262,6 +283,19 @@ mod tests {
         check(StoreError::Gone { requested: 1, compacted: 5 }, 410, "Gone");
         check(StoreError::Future { requested: 9, current: 5 }, 400, "BadRequest");
         check(StoreError::Corrupt("row 3".into()), 500, "Internal");
+    }
+
+    #[test]
+    fn talos_errors_map_to_statuses() {
+        let check = |err: TalosError, status: u16| {
+            let api = ApiError::from(err);
+            assert_eq!(api.status_code().as_u16(), status, "{api}");
+        };
+        check(TalosError::UnsupportedVersion { version: "1.7.0".into(), reason: "old" }, 422);
+        check(TalosError::Patch { patch: "p".into(), message: "no such path".into() }, 409);
+        check(TalosError::InvalidInput("no endpoint".into()), 409);
+        check(TalosError::Unseal { key_id: "k1".into() }, 500);
+        check(TalosError::WrongKey { key_id: "k1".into() }, 500);
     }
 
     #[actix_web::test]

@@ -10,18 +10,24 @@
 mod auth;
 mod body;
 mod config_patches;
+mod control_plane;
+mod downloads;
 mod error;
 mod fallback;
+mod key_pool;
 mod login;
 mod lookup;
+mod machine_config;
 mod machines;
 mod node_groups;
 mod ops;
+mod patch_refs;
 mod projected;
 mod query;
 mod reply;
 mod request_id;
 mod routes;
+mod secrets;
 mod state;
 mod tenants;
 mod tokens;
@@ -41,6 +47,7 @@ pub use error::{ApiError, INTERNAL_MESSAGE};
 pub use ops::{BUILD_INFO, BuildInfo};
 pub use request_id::{REQUEST_ID_HEADER, RequestId};
 pub use routes::{ROUTES, RouteInfo};
+pub use secrets::{PURPOSE as SECRETS_PURPOSE, Secrets, SecretsOptions};
 pub use state::{AppState, ServiceOptions};
 
 /// The prefix of every resource route.

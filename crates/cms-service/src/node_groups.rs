@@ -9,8 +9,8 @@ use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::lookup::{find, require_tenant};
 use crate::query::ListQuery;
-use crate::reply;
 use crate::state::AppState;
+use crate::{patch_refs, reply};
 
 fn key(tenant: String, name: String) -> Key {
     Key::child(Kind::NodeGroup, tenant, name)
@@ -34,7 +34,9 @@ pub(crate) async fn create(
     body: JsonBody,
 ) -> Result<HttpResponse, ApiError> {
     let (name, draft) = body.for_create::<NodeGroupSpec, NodeGroupStatus>()?;
-    let object = state.store.create(key(tenant.into_inner(), name), draft).await?;
+    let tenant = tenant.into_inner();
+    let object = state.store.create(key(tenant.clone(), name), draft).await?;
+    patch_refs::refresh(state.store.as_ref(), &tenant).await?;
     Ok(reply::object(StatusCode::CREATED, &object))
 }
 
@@ -56,7 +58,8 @@ pub(crate) async fn update(
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, name) = path.into_inner();
     let (draft, expected) = body.for_update::<NodeGroupSpec, NodeGroupStatus>(&name)?;
-    let object = state.store.update(key(tenant, name), draft, expected).await?;
+    let object = state.store.update(key(tenant.clone(), name), draft, expected).await?;
+    patch_refs::refresh(state.store.as_ref(), &tenant).await?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 
@@ -66,6 +69,7 @@ pub(crate) async fn delete(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, name) = path.into_inner();
-    let deleted = state.store.delete(key(tenant, name)).await?;
+    let deleted = state.store.delete(key(tenant.clone(), name)).await?;
+    patch_refs::refresh(state.store.as_ref(), &tenant).await?;
     Ok(reply::deleted(&deleted))
 }

@@ -3,7 +3,7 @@
 
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use actix_web::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
 use bytes::{BufMut, Bytes, BytesMut};
 use cms_store::{Deleted, Listing, Object};
 use serde::Serialize;
@@ -43,6 +43,16 @@ pub(crate) fn listing(listing: &Listing) -> HttpResponse {
 pub(crate) fn serialized<T: Serialize>(status: StatusCode, value: &T) -> Result<HttpResponse, ApiError> {
     let body = serde_json::to_vec(value).map_err(|err| ApiError::internal(&err))?;
     Ok(json(status, Bytes::from(body)))
+}
+
+/// A YAML document to save as `file_name`. It holds credentials, so no
+/// cache may keep it.
+pub(crate) fn yaml_download(body: String, file_name: &str) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, HeaderValue::from_static("application/yaml")))
+        .insert_header((CONTENT_DISPOSITION, format!("attachment; filename=\"{file_name}\"")))
+        .insert_header((CACHE_CONTROL, HeaderValue::from_static("no-store")))
+        .body(body)
 }
 
 /// The answer to a DELETE: 202 with the object when deletion has begun

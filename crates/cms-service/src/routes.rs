@@ -5,11 +5,17 @@
 use actix_web::http::Method;
 use actix_web::middleware::from_fn;
 use actix_web::web;
-use cms_auth::Permission::{Delete, DeleteTenant, ManageUsers, OwnTokens, Read, Write, WriteMachineStatus};
+use cms_auth::Permission::{
+    Delete, DeleteTenant, ManageUsers, OwnTokens, Read, ReadClientConfig, ReadMachineConfig, ReadSecrets,
+    Write, WriteMachineStatus,
+};
 
 use crate::auth::{Access, guard};
 use crate::fallback::resource;
-use crate::{config_patches, login, machines, node_groups, ops, projected, tenants, tokens, users};
+use crate::{
+    config_patches, downloads, login, machine_config, machines, node_groups, ops, projected, tenants, tokens,
+    users,
+};
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
 /// unless it starts at the root) and what it needs.
@@ -67,6 +73,9 @@ table! {
         PUT => tenants::update, needs(Write);
         DELETE => tenants::delete, needs(DeleteTenant);
     }
+    api "/tenants/{name}/kubeconfig" { GET => downloads::kubeconfig, needs(ReadClientConfig); }
+    api "/tenants/{name}/talosconfig" { GET => downloads::talosconfig, needs(ReadClientConfig); }
+    api "/tenants/{name}/secrets" { GET => downloads::secrets, needs(ReadSecrets); }
     api "/tenants/{tenant}/node-groups" {
         GET => node_groups::list, needs(Read);
         POST => node_groups::create, needs(Write);
@@ -91,6 +100,7 @@ table! {
         GET => machines::get, needs(Read);
         DELETE => machines::delete, needs(Delete);
     }
+    api "/tenants/{tenant}/machines/{id}/config" { GET => machine_config::get, needs(ReadMachineConfig); }
     api "/tenants/{tenant}/machines/{id}/status" { PUT => machines::update_status, needs(WriteMachineStatus); }
     api "/projected" { GET => projected::list_all, needs(Read); }
     api "/tenants/{tenant}/projected" { GET => projected::list, needs(Read); }

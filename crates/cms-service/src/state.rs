@@ -1,5 +1,5 @@
-//! What every handler shares: the store, the service's options and the
-//! shutdown signal.
+//! What every handler shares: the store, the authenticator, tenant secrets,
+//! the service's options and the shutdown signal.
 
 use std::fmt;
 use std::sync::Arc;
@@ -8,6 +8,8 @@ use std::time::Duration;
 use cms_auth::Authenticator;
 use cms_store::Store;
 use tokio_util::sync::CancellationToken;
+
+use crate::secrets::Secrets;
 
 /// Tunable limits of the HTTP API, passed explicitly by the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,21 +45,29 @@ impl Default for ServiceOptions {
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub auth: Arc<Authenticator>,
+    /// Seals new tenants' bundles and opens them for downloads.
+    pub secrets: Arc<Secrets>,
     pub options: ServiceOptions,
     /// Cancelled when the server shuts down; open watch streams then end.
     pub shutdown: CancellationToken,
 }
 
 impl AppState {
-    /// State over `store` and `auth` with a fresh shutdown signal.
-    pub fn new(store: Arc<dyn Store>, auth: Arc<Authenticator>, options: ServiceOptions) -> AppState {
-        AppState { store, auth, options, shutdown: CancellationToken::new() }
+    /// State over `store`, `auth` and `secrets` with a fresh shutdown signal.
+    pub fn new(
+        store: Arc<dyn Store>,
+        auth: Arc<Authenticator>,
+        secrets: Arc<Secrets>,
+        options: ServiceOptions,
+    ) -> AppState {
+        AppState { store, auth, secrets, options, shutdown: CancellationToken::new() }
     }
 }
 
 impl fmt::Debug for AppState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AppState")
+            .field("secrets", &self.secrets)
             .field("options", &self.options)
             .field("shutdown", &self.shutdown.is_cancelled())
             .finish_non_exhaustive()

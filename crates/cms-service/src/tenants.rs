@@ -3,14 +3,14 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use cms_model::{Kind, TenantSpec, TenantStatus};
-use cms_store::Key;
+use cms_store::{Key, StoreError};
 
 use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::lookup::find;
 use crate::query::ListQuery;
 use crate::state::AppState;
-use crate::{reply, watch};
+use crate::{patch_refs, reply, watch};
 
 /// `GET /tenants`: a page of tenants, or with `watch=true` an event stream.
 pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
@@ -20,10 +20,25 @@ pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result
     Ok(reply::listing(&state.store.list(Kind::Tenant, None, query.page)))
 }
 
-/// `POST /tenants`: 201 with the new tenant.
+/// `POST /tenants`: 201 with the new tenant, whose secrets bundle is
+/// generated, sealed and written in the same transaction.
+///
+/// A name already in the cache is refused before any cryptography, so a
+/// repeated POST costs nothing; the store's transaction still decides races.
 pub(crate) async fn create(state: web::Data<AppState>, body: JsonBody) -> Result<HttpResponse, ApiError> {
-    let (name, draft) = body.for_create::<TenantSpec, TenantStatus>()?;
-    let object = state.store.create(Key::tenant(name), draft).await?;
+    let (name, mut draft) = body.for_create::<TenantSpec, TenantStatus>()?;
+    let key = Key::tenant(name.clone());
+    if state.store.get(&key).is_some() {
+        return Err(StoreError::AlreadyExists(key.to_string()).into());
+    }
+    let spec: TenantSpec =
+        serde_json::from_value(draft.spec.clone()).map_err(|err| ApiError::internal(&err))?;
+    let mut status = TenantStatus::default();
+    patch_refs::apply(&mut status, &spec, &Default::default());
+    draft.status = Some(serde_json::to_value(&status).map_err(|err| ApiError::internal(&err))?);
+    let version = state.secrets.talos_version("spec.talosVersion", spec.talos_version.as_deref())?;
+    draft.secrets = Some(state.secrets.generate_sealed(&name, version).await?);
+    let object = state.store.create(key, draft).await?;
     Ok(reply::object(StatusCode::CREATED, &object))
 }
 
@@ -43,7 +58,9 @@ pub(crate) async fn update(
     body: JsonBody,
 ) -> Result<HttpResponse, ApiError> {
     let (draft, expected) = body.for_update::<TenantSpec, TenantStatus>(&name)?;
-    let object = state.store.update(Key::tenant(name.into_inner()), draft, expected).await?;
+    let name = name.into_inner();
+    let object = state.store.update(Key::tenant(name.clone()), draft, expected).await?;
+    let object = patch_refs::refresh(state.store.as_ref(), &name).await?.unwrap_or(object);
     Ok(reply::object(StatusCode::OK, &object))
 }
 

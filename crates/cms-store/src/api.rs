@@ -72,7 +72,7 @@ impl Object {
 }
 
 /// The user-settable parts of an object, already validated and normalized.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct Draft {
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
@@ -82,6 +82,23 @@ pub struct Draft {
     /// The status to start with on create; the kind's default when `None`.
     /// Ignored on update: status changes go through [`Store::update_status`].
     pub status: Option<Value>,
+    /// A tenant's secrets bundle, sealed by the caller: opaque bytes that
+    /// the store keeps apart from the resource and never decodes. Written in
+    /// the transaction that creates the tenant; refused for other kinds and
+    /// ignored on update.
+    pub secrets: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for Draft {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Draft")
+            .field("labels", &self.labels)
+            .field("annotations", &self.annotations)
+            .field("spec", &self.spec)
+            .field("status", &self.status)
+            .field("secrets", &self.secrets.as_ref().map(|sealed| format!("<{} sealed bytes>", sealed.len())))
+            .finish()
+    }
 }
 
 /// What a delete did.
@@ -212,6 +229,11 @@ pub trait Store: Send + Sync + 'static {
     /// The projected resources of one tenant, or of all tenants; `None` when
     /// no provisioning run has recorded any yet.
     async fn projection(&self, tenant: Option<String>) -> Result<Option<Vec<Projected>>, StoreError>;
+
+    /// The sealed secrets bundle of a tenant, as its create wrote it; `None`
+    /// when the tenant has none, or they were dropped with the
+    /// `service.io/secrets` finalizer.
+    async fn secrets(&self, tenant: String) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// Checks that the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -171,3 +171,25 @@ pub(crate) mod setting {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+/// Each tenant's secrets bundle, sealed by the service: the store never sees
+/// the plaintext.
+#[allow(unreachable_pub)]
+pub(crate) mod tenant_secret {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "tenant_secrets")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub tenant: String,
+        /// The sealed blob, opaque to the store.
+        pub sealed: Vec<u8>,
+        pub created_at: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

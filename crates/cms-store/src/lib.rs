@@ -20,6 +20,7 @@ mod migration;
 mod projection;
 mod render;
 mod rows;
+mod secrets;
 mod sql;
 mod watch;
 mod write;

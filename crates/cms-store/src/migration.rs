@@ -6,7 +6,7 @@ pub(crate) struct Migrator;
 
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(CreateTables), Box::new(CreateAccounts)]
+        vec![Box::new(CreateTables), Box::new(CreateAccounts), Box::new(CreateTenantSecrets)]
     }
 }
 
@@ -234,6 +234,44 @@ impl MigrationTrait for CreateAccounts {
                     .table(Settings::Table)
                     .col(text(Settings::Name).primary_key())
                     .col(text(Settings::Value))
+                    .to_owned(),
+            )
+            .await
+    }
+}
+
+/// Each tenant's sealed secrets bundle, apart from the resource rows so that
+/// it never enters the cache, the event log or a watch.
+struct CreateTenantSecrets;
+
+impl MigrationName for CreateTenantSecrets {
+    fn name(&self) -> &str {
+        "m0003_create_tenant_secrets"
+    }
+}
+
+#[derive(DeriveIden)]
+enum TenantSecrets {
+    Table,
+    Tenant,
+    Sealed,
+    CreatedAt,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateTenantSecrets {
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(TenantSecrets::Table)
+                    .col(text(TenantSecrets::Tenant).primary_key())
+                    .col(ColumnDef::new(TenantSecrets::Sealed).blob().not_null())
+                    .col(text(TenantSecrets::CreatedAt))
                     .to_owned(),
             )
             .await

@@ -151,3 +151,26 @@ pub(crate) fn default_status(kind: Kind) -> Value {
 pub(crate) fn text(value: impl Into<String>) -> Expr {
     Expr::value(value.into())
 }
+
+/// Splits a tenant's `nodeGroups` off its spec.
+pub(crate) fn split_groups(kind: Kind, spec: Value) -> Result<(Value, Option<Vec<Value>>), StoreError> {
+    let Value::Object(mut map) = spec else {
+        return Err(StoreError::Refused("spec must be an object".into()));
+    };
+    if kind != Kind::Tenant {
+        return Ok((Value::Object(map), None));
+    }
+    let groups = match map.remove("nodeGroups") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(groups)) => Some(groups),
+        Some(_) => return Err(StoreError::Refused("spec.nodeGroups must be a list".into())),
+    };
+    Ok((Value::Object(map), groups))
+}
+
+pub(crate) fn group_name(group: &Value) -> Result<&str, StoreError> {
+    group
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| StoreError::Refused("every node group needs a name".into()))
+}

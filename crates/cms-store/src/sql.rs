@@ -157,6 +157,10 @@ impl Store for SqlStore {
         self.read_projection(tenant).await
     }
 
+    async fn secrets(&self, tenant: String) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read_secrets(tenant).await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         self.db.execute_unprepared("SELECT 1").await.map(|_| ()).map_err(StoreError::Unavailable)
     }

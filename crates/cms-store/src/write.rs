@@ -18,6 +18,7 @@ use crate::entity::{counter, event, object};
 use crate::error::StoreError;
 use crate::render::{format_time, json, map_text};
 use crate::rows::{self, text};
+use crate::secrets;
 use crate::sql::SqlStore;
 use crate::{FINALIZER_MACHINES, FINALIZER_SECRETS};
 
@@ -147,16 +148,23 @@ impl SqlStore {
         if rows::find(&write.txn, &key).await?.is_some() {
             return Err(StoreError::AlreadyExists(key.to_string()));
         }
-        let (spec, groups) = split_groups(key.kind, draft.spec)?;
-        if key.kind != Kind::Tenant {
-            self.live_owner(&write, &key).await?;
+        let (spec, groups) = rows::split_groups(key.kind, draft.spec)?;
+        match (key.kind, draft.secrets) {
+            (Kind::Tenant, Some(sealed)) => {
+                secrets::insert(&write.txn, &key.name, sealed, &write.now).await?
+            }
+            (Kind::Tenant, None) => {}
+            (_, Some(_)) => return Err(StoreError::Refused(format!("{key} cannot carry secrets"))),
+            (_, None) => {
+                self.live_owner(&write, &key).await?;
+            }
         }
         let status = draft.status.unwrap_or_else(|| rows::default_status(key.kind));
         let row = rows::new_row(&key, &draft.labels, &draft.annotations, &spec, &status, &write.now);
         rows::insert(&write.txn, &key, row).await?;
         write.changes.upsert(EventType::Added, key.clone());
         for group in groups.unwrap_or_default() {
-            let group_key = Key::child(Kind::NodeGroup, &key.name, group_name(&group)?);
+            let group_key = Key::child(Kind::NodeGroup, &key.name, rows::group_name(&group)?);
             insert_group(&mut write, group_key, &group).await?;
         }
         if key.kind == Kind::NodeGroup {
@@ -184,7 +192,7 @@ impl SqlStore {
         if key.kind != Kind::Tenant {
             self.live_owner(&write, &key).await?;
         }
-        let (spec, groups) = split_groups(key.kind, draft.spec)?;
+        let (spec, groups) = rows::split_groups(key.kind, draft.spec)?;
         let plan = match groups {
             Some(groups) => GroupPlan::new(&write.txn, &key.name, groups).await?,
             None => GroupPlan::default(),
@@ -269,6 +277,9 @@ impl SqlStore {
         let mut finalizers: Vec<String> = json(&row.finalizers)?;
         let before = finalizers.len();
         finalizers.retain(|f| *f != finalizer);
+        if key.kind == Kind::Tenant && finalizer == FINALIZER_SECRETS && finalizers.len() != before {
+            secrets::drop(&write.txn, &key.name).await?;
+        }
         if finalizers.is_empty() && row.deletion_timestamp.is_some() {
             let last = rows::render_current(&write.txn, &key).await?;
             if key.kind == Kind::Tenant {
@@ -279,6 +290,7 @@ impl SqlStore {
                     write.changes.0.push(Change::Deleted(object));
                 }
                 crate::entity::projection::Entity::delete_by_id(key.name.clone()).exec(&write.txn).await?;
+                secrets::drop(&write.txn, &key.name).await?;
             }
             rows::remove(&write.txn, &key).await?;
             write.changes.0.push(Change::Deleted(last));
@@ -297,29 +309,6 @@ impl SqlStore {
         self.commit(write).await?;
         Ok(Some(Arc::new(object)))
     }
-}
-
-/// Splits a tenant's `nodeGroups` off its spec.
-fn split_groups(kind: Kind, spec: Value) -> Result<(Value, Option<Vec<Value>>), StoreError> {
-    let Value::Object(mut map) = spec else {
-        return Err(StoreError::Refused("spec must be an object".into()));
-    };
-    if kind != Kind::Tenant {
-        return Ok((Value::Object(map), None));
-    }
-    let groups = match map.remove("nodeGroups") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(groups)) => Some(groups),
-        Some(_) => return Err(StoreError::Refused("spec.nodeGroups must be a list".into())),
-    };
-    Ok((Value::Object(map), groups))
-}
-
-fn group_name(group: &Value) -> Result<&str, StoreError> {
-    group
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| StoreError::Refused("every node group needs a name".into()))
 }
 
 async fn insert_group(write: &mut Write<'_>, key: Key, spec: &Value) -> Result<(), StoreError> {
@@ -347,7 +336,7 @@ impl GroupPlan {
         let mut current = rows::children(txn, tenant, Some(Kind::NodeGroup)).await?;
         let mut plan = GroupPlan::default();
         for spec in wanted {
-            let key = Key::child(Kind::NodeGroup, tenant, group_name(&spec)?);
+            let key = Key::child(Kind::NodeGroup, tenant, rows::group_name(&spec)?);
             match current.iter().position(|row| row.name == key.name) {
                 Some(index) => {
                     let row = current.swap_remove(index);

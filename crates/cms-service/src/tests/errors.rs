@@ -70,6 +70,7 @@ async fn bad_queries_are_400() {
 #[actix_web::test]
 async fn internal_errors_carry_the_request_id_and_nothing_else() {
     let mut store = MockStore::new();
+    store.expect_get().returning(|_| None);
     store.expect_create().returning(|_, _| Err(StoreError::Corrupt("/var/lib/cms/cms.db row 7".into())));
     let reply = call(store, json_request(TestRequest::post().uri("/api/v1/tenants"), TENANT)).await;
     assert_eq!(reply.error(500, "Internal"), INTERNAL_MESSAGE);

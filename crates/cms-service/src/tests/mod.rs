@@ -51,7 +51,10 @@ pub(crate) async fn state(store: Arc<dyn cms_store::Store>, options: ServiceOpti
     let auth_options = cms_auth::AuthOptions { signing_key: Some(key), ..cms_auth::AuthOptions::default() };
     let accounts = Arc::new(cms_store::MockAccounts::new());
     let auth = cms_auth::Authenticator::new(accounts, auth_options).await.expect("authenticator");
-    AppState::new(store, Arc::new(auth), ServiceOptions { insecure_disable_auth: true, ..options })
+    let sealer = cms_talos::Sealer::new(cms_talos::SealingKey::generate("test").expect("a sealing key"));
+    let secrets_options = crate::SecretsOptions { key_pool: 0, ..crate::SecretsOptions::default() };
+    let secrets = crate::Secrets::new(sealer, secrets_options).expect("secrets");
+    AppState::new(store, Arc::new(auth), secrets, ServiceOptions { insecure_disable_auth: true, ..options })
 }
 
 pub(crate) async fn call_with(store: MockStore, options: ServiceOptions, req: TestRequest) -> Reply {

@@ -30,6 +30,7 @@ async fn child_lists_need_their_tenant() {
 #[actix_web::test]
 async fn node_groups_are_created_and_deleted() {
     let mut store = MockStore::new();
+    store.expect_get().returning(|_| None);
     store
         .expect_create()
         .withf(|key, draft| *key == Key::child(Kind::NodeGroup, "t1", "w") && draft.spec["name"] == "w")
@@ -39,6 +40,7 @@ async fn node_groups_are_created_and_deleted() {
 
     for uri in ["/api/v1/tenants/t1/node-groups/w", "/api/v1/tenants/t1/configpatches/p"] {
         let mut store = MockStore::new();
+        store.expect_get().returning(|_| None);
         store.expect_delete().returning(|_| Ok(Deleted::Removed));
         let reply = call(store, TestRequest::delete().uri(uri)).await;
         assert_eq!(reply.status.as_u16(), 204);

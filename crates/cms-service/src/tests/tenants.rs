@@ -42,13 +42,16 @@ async fn get_returns_the_stored_bytes() {
 #[actix_web::test]
 async fn create_normalizes_and_leaves_node_groups_out() {
     let mut store = MockStore::new();
+    store.expect_get().returning(|_| None);
+    let pending = serde_json::to_value(cms_model::TenantStatus::default()).expect("status");
     store
         .expect_create()
-        .withf(|key, draft| {
+        .withf(move |key, draft| {
             *key == Key::tenant("t1")
                 && draft.spec["kubernetesVersion"] == "1.31.0"
                 && draft.spec.get("nodeGroups").is_none()
-                && draft.status.is_none()
+                && draft.status.as_ref() == Some(&pending)
+                && draft.secrets.as_ref().is_some_and(|sealed| sealed.starts_with(b"cms\x01"))
         })
         .returning(|key, _| Ok(object(key, 1)));
     let reply = call(store, json_request(TestRequest::post().uri("/api/v1/tenants"), TENANT)).await;
@@ -58,7 +61,15 @@ async fn create_normalizes_and_leaves_node_groups_out() {
 
 #[actix_web::test]
 async fn create_of_a_taken_name_is_409() {
+    // A name in the cache is refused before any key is made: the mock has
+    // no `create` expectation, so reaching the store would fail the test.
+    let reply = call(store_with_tenant(), json_request(TestRequest::post().uri("/api/v1/tenants"), TENANT));
+    let message = reply.await.error(409, "Conflict");
+    assert_eq!(message, r#"tenant "t1" already exists"#);
+
+    // A create that loses the race in the store is refused there.
     let mut store = MockStore::new();
+    store.expect_get().returning(|_| None);
     store.expect_create().returning(|key, _| Err(StoreError::AlreadyExists(key.to_string())));
     let reply = call(store, json_request(TestRequest::post().uri("/api/v1/tenants"), TENANT)).await;
     reply.error(409, "Conflict");

@@ -1,7 +1,9 @@
 //! The real application over a real `SqlStore` on a temporary SQLite file.
 
 mod accounts;
+mod downloads;
 mod errors;
+mod machine_config;
 mod machines;
 mod matrix;
 mod projected;
@@ -15,8 +17,10 @@ use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use bytes::Bytes;
 use cms_auth::{AuthOptions, Authenticator, bootstrap_admin};
-use cms_service::{AppState, ServiceOptions, app};
+use cms_model::UserRole;
+use cms_service::{AppState, Secrets, SecretsOptions, ServiceOptions, app};
 use cms_store::{SqlStore, StoreOptions};
+use cms_talos::{Sealer, SealingKey};
 use secrecy::SecretString;
 use serde_json::Value;
 use tempfile::TempDir;
@@ -40,6 +44,7 @@ pub(crate) struct Harness<S> {
 #[derive(Debug)]
 pub(crate) struct Reply {
     pub(crate) status: StatusCode,
+    pub(crate) headers: actix_web::http::header::HeaderMap,
     pub(crate) request_id: Option<String>,
     pub(crate) body: Bytes,
 }
@@ -47,6 +52,25 @@ pub(crate) struct Reply {
 impl Reply {
     pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The body as text.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// A header's value, or an empty string.
+    pub(crate) fn header(&self, name: &str) -> String {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+    }
+
+    /// A YAML body, parsed; checks that it is served as a YAML file download.
+    pub(crate) fn yaml(&self, file_name: &str) -> Value {
+        assert_eq!(self.status, StatusCode::OK, "{}", self.text());
+        assert_eq!(self.header("content-type"), "application/yaml");
+        assert_eq!(self.header("content-disposition"), format!("attachment; filename=\"{file_name}\""));
+        assert_eq!(self.header("cache-control"), "no-store");
+        serde_saphyr::from_str(&self.text()).expect("a YAML document")
     }
 
     /// Checks the error shape and returns the message.
@@ -72,7 +96,10 @@ pub(crate) async fn harness_with(
     let auth = Arc::new(Authenticator::new(store.clone(), auth_options).await.expect("authenticator"));
     bootstrap_admin(&auth, Some(SecretString::from(ADMIN_PASSWORD))).await.expect("bootstrap");
     let (token, _) = auth.login("admin", &SecretString::from(ADMIN_PASSWORD)).await.expect("admin login");
-    let state = AppState::new(store.clone(), auth, options);
+    let sealer = Sealer::new(SealingKey::generate("test").expect("a sealing key"));
+    // Keys are made on demand: a pool's thread would compete with parallel tests.
+    let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
+    let state = AppState::new(store.clone(), auth, secrets.expect("secrets"), options);
     let service = test::init_service(app(state.clone())).await;
     Harness { service, store, state, token, _dir: dir }
 }
@@ -94,10 +121,11 @@ where
     pub(crate) async fn send_as(&self, request: TestRequest) -> Reply {
         let response = test::call_service(&self.service, request.to_request()).await;
         let status = response.status();
+        let headers = response.headers().clone();
         let request_id =
             response.headers().get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_string);
         let body = test::read_body(response).await;
-        Reply { status, request_id, body }
+        Reply { status, headers, request_id, body }
     }
 
     pub(crate) async fn get(&self, uri: &str) -> Reply {
@@ -122,6 +150,19 @@ where
         let reply = self.post("/api/v1/tenants", &body).await;
         assert_eq!(reply.status, StatusCode::CREATED, "{:?}", reply.body);
         reply.json()
+    }
+
+    /// Creates a user of `role` and returns a login token of it.
+    pub(crate) async fn user(&self, name: &str, role: UserRole) -> String {
+        let password = SecretString::from(format!("{name}-password"));
+        self.state.auth.create_user(name, role, &password).await.expect("user created");
+        self.state.auth.login(name, &password).await.expect("login").0
+    }
+
+    /// A GET with `token`.
+    pub(crate) async fn get_as(&self, uri: &str, token: &str) -> Reply {
+        self.send_as(TestRequest::get().uri(uri).insert_header(("authorization", format!("Bearer {token}"))))
+            .await
     }
 
     /// Sends a request as it is and hands back the response with its body unread.

@@ -125,8 +125,15 @@ fn request(route: &RouteInfo, caller: &Caller) -> TestRequest {
 #[actix_web::test]
 async fn every_route_answers_every_caller_as_the_matrix_says() {
     let h = harness().await;
-    h.tenant("t1").await;
-    let machine = Draft { spec: serde_json::json!({}), ..Draft::default() };
+    // A control-plane group and machine, so that the client and machine
+    // configs of t1 can be built and only the caller decides the answer.
+    let tenant = r#"{"metadata":{"name":"t1"},"spec":{"kubernetesVersion":"1.31.0",
+        "controlPlaneEndpoint":"https://10.0.0.1:6443","nodeGroups":[
+        {"name":"cp","role":"controlplane","count":1,"providerClass":"metal:m",
+         "providerConfig":{"hosts":[{"address":"10.0.0.1"}]}}]}}"#;
+    assert_eq!(h.post("/api/v1/tenants", tenant).await.status.as_u16(), 201);
+    let spec = serde_json::json!({"nodeGroup": "cp", "managementAddress": "10.0.0.1:50000"});
+    let machine = Draft { spec, ..Draft::default() };
     h.store.create(Key::child(Kind::Machine, "t1", "m1"), machine).await.expect("machine");
     let item = cms_model::Projected {
         tenant: "t1".into(),
@@ -155,6 +162,10 @@ async fn every_route_answers_every_caller_as_the_matrix_says() {
                 (Access::Requires(_), Some(_)) => {
                     let body = reply.json();
                     assert!(!matches!(status, 401 | 403 | 405 | 500..), "{what}: {status} {body}");
+                    let document = ["/kubeconfig", "/talosconfig", "/secrets", "/config"];
+                    if document.iter().any(|end| route.path.ends_with(end)) {
+                        assert_eq!(status, 200, "{what}: the documents of t1 are served: {body}");
+                    }
                     let unrouted = body["error"].as_str().is_some_and(|e| e.starts_with("no route"));
                     assert!(!unrouted, "{what}: the route is not served: {body}");
                 }

@@ -4,6 +4,7 @@
 
 mod accounts;
 mod resources;
+mod secrets;
 mod watch;
 
 use std::sync::Arc;
@@ -27,7 +28,8 @@ macro_rules! conformance_suite {
             tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
             watch_resumes_from_log, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
             reopen_sees_everything, projections,
-            users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value);
+            users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value,
+            secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer);
     };
     (@cases $url:expr; $($case:ident),* $(,)?) => {
         $(
@@ -42,6 +44,7 @@ macro_rules! conformance_suite {
 
 pub use accounts::*;
 pub use resources::*;
+pub use secrets::*;
 pub use watch::*;
 
 pub(crate) async fn open(url: &str) -> Arc<SqlStore> {

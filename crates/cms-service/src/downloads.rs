@@ -1,0 +1,133 @@
+//! `/api/v1/tenants/{name}/kubeconfig`, `/talosconfig` and `/secrets`: the
+//! documents built from a tenant's secrets bundle, served as YAML files.
+//!
+//! Client configs carry a fresh client certificate whose identity follows
+//! the caller's role (see `cms_talos::kubernetes_identity` and
+//! `cms_talos::talos_role`); it lives 24 hours unless `?ttl=` asks for
+//! less or more, up to the configured longest lifetime (a longer one is 400).
+//! Every download is logged with the user, never with the content.
+
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use cms_auth::Caller;
+use cms_model::Tenant;
+use cms_store::Key;
+use serde::Deserialize;
+
+use crate::auth::caller;
+use crate::control_plane;
+use crate::error::ApiError;
+use crate::lookup::find;
+use crate::reply::yaml_download;
+use crate::state::AppState;
+
+/// The query of a client-config download.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DownloadQuery {
+    /// The certificate's lifetime, such as `2h` or `30m`.
+    ttl: Option<String>,
+}
+
+impl DownloadQuery {
+    /// The lifetime asked for, the default when none, checked against the cap.
+    fn ttl(&self, state: &AppState) -> Result<Duration, ApiError> {
+        let options = state.secrets.options();
+        let Some(text) = &self.ttl else { return Ok(options.client_cert_ttl) };
+        let ttl = humantime::parse_duration(text).map_err(|err| {
+            ApiError::BadRequest(format!("ttl {text:?} is not a duration such as 2h or 30m: {err}"))
+        })?;
+        if ttl < Duration::from_secs(60) {
+            return Err(ApiError::BadRequest(format!("ttl {text:?} is shorter than one minute")));
+        }
+        if ttl > options.client_cert_max_ttl {
+            return Err(ApiError::BadRequest(format!(
+                "ttl {text:?} is longer than the longest allowed, {}",
+                format_ttl(options.client_cert_max_ttl)
+            )));
+        }
+        Ok(ttl)
+    }
+}
+
+/// A lifetime as people write it: `24h` rather than `1day`.
+fn format_ttl(ttl: Duration) -> String {
+    match ttl.as_secs() {
+        secs if secs % 3600 == 0 => format!("{}h", secs / 3600),
+        secs if secs % 60 == 0 => format!("{}m", secs / 60),
+        _ => humantime::format_duration(ttl).to_string(),
+    }
+}
+
+/// The tenant named in the path, parsed.
+fn tenant(state: &AppState, name: &str) -> Result<Tenant, ApiError> {
+    find(state.store.as_ref(), &Key::tenant(name))?.parse().map_err(|err| ApiError::internal(&err))
+}
+
+fn log_issue(caller: &Caller, tenant: &str, document: &str, ttl: Duration) {
+    tracing::info!(
+        user = %caller.user,
+        role = caller.role.as_str(),
+        tenant,
+        ttl = %format_ttl(ttl),
+        "issued a {document}"
+    );
+}
+
+/// `GET /tenants/{name}/kubeconfig`: the cluster's Kubernetes API as the
+/// caller's role, at the control-plane endpoint.
+pub(crate) async fn kubeconfig(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+    query: web::Query<DownloadQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let caller = caller(&req)?;
+    let ttl = query.ttl(&state)?;
+    let tenant = tenant(&state, &name)?;
+    let addresses = control_plane::addresses(state.store.as_ref(), &tenant)?;
+    let server = control_plane::endpoint(&tenant, &addresses)?;
+    let bundle = state.secrets.open(state.store.as_ref(), &name).await?;
+    let yaml = cms_talos::kubeconfig(&bundle, &name, &server, caller.role, ttl)?;
+    log_issue(&caller, &name, "kubeconfig", ttl);
+    Ok(yaml_download(yaml, &format!("{name}-kubeconfig.yaml")))
+}
+
+/// `GET /tenants/{name}/talosconfig`: the node API as the caller's role.
+/// Its endpoints are the control-plane machines' addresses once they exist,
+/// else the host of the control-plane endpoint.
+pub(crate) async fn talosconfig(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+    query: web::Query<DownloadQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let caller = caller(&req)?;
+    let ttl = query.ttl(&state)?;
+    let tenant = tenant(&state, &name)?;
+    let mut endpoints = control_plane::addresses(state.store.as_ref(), &tenant)?;
+    if endpoints.is_empty() {
+        let endpoint = control_plane::endpoint(&tenant, &endpoints)?;
+        endpoints.push(cms_talos::endpoint_host(&endpoint));
+    }
+    let bundle = state.secrets.open(state.store.as_ref(), &name).await?;
+    let yaml = cms_talos::talosconfig(&bundle, &name, &endpoints, &[], caller.role, ttl)?;
+    log_issue(&caller, &name, "talosconfig", ttl);
+    Ok(yaml_download(yaml, &format!("{name}-talosconfig.yaml")))
+}
+
+/// `GET /tenants/{name}/secrets`: the whole bundle in `talosctl gen secrets`
+/// form, for break-glass access and migration. Admins only; always logged.
+pub(crate) async fn secrets(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    name: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let caller = caller(&req)?;
+    find(state.store.as_ref(), &Key::tenant(name.as_str()))?;
+    let bundle = state.secrets.open(state.store.as_ref(), &name).await?;
+    let yaml = bundle.to_secrets_yaml()?;
+    tracing::info!(user = %caller.user, role = caller.role.as_str(), tenant = %name, "read a secrets bundle");
+    Ok(yaml_download(yaml, &format!("{name}-secrets.yaml")))
+}

@@ -1,0 +1,183 @@
+//! The service's side of tenant secrets: a bundle is generated and sealed
+//! when a tenant is created, and opened again for the documents built from
+//! it (client configs, machine configs, the break-glass export).
+//!
+//! The store only ever holds the sealed blob. The seal binds the tenant and
+//! the purpose [`PURPOSE`], so a blob copied to another tenant does not open.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cms_model::FieldError;
+use cms_store::Store;
+use cms_talos::{MAX_TALOS_MINOR, Sealer, SecretsBundle, TalosVersion};
+use secrecy::{ExposeSecret, SecretSlice};
+
+use crate::error::ApiError;
+use crate::key_pool::KeyPool;
+
+/// The sealing purpose of a tenant's bundle.
+pub const PURPOSE: &str = "secrets";
+
+/// How tenant secrets and the documents built from them are made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretsOptions {
+    /// The Talos version a bundle is generated for when the tenant names none.
+    pub default_talos_version: String,
+    /// The lifetime of a client certificate when the request names none.
+    pub client_cert_ttl: Duration,
+    /// The longest lifetime a request may ask for with `?ttl=`.
+    pub client_cert_max_ttl: Duration,
+    /// How many service-account keys are kept ready; 0 generates each on demand.
+    pub key_pool: usize,
+}
+
+impl SecretsOptions {
+    /// 24 hours.
+    pub const DEFAULT_CLIENT_CERT_TTL: Duration = Duration::from_secs(24 * 3600);
+    /// 8 keys.
+    pub const DEFAULT_KEY_POOL: usize = 8;
+
+    /// The newest Talos version cms renders configs for, at patch 0.
+    pub fn newest_talos_version() -> String {
+        format!("1.{MAX_TALOS_MINOR}.0")
+    }
+}
+
+impl Default for SecretsOptions {
+    fn default() -> SecretsOptions {
+        SecretsOptions {
+            default_talos_version: SecretsOptions::newest_talos_version(),
+            client_cert_ttl: SecretsOptions::DEFAULT_CLIENT_CERT_TTL,
+            client_cert_max_ttl: SecretsOptions::DEFAULT_CLIENT_CERT_TTL,
+            key_pool: SecretsOptions::DEFAULT_KEY_POOL,
+        }
+    }
+}
+
+/// The sealer, the key pool and the options: everything tenant secrets need.
+pub struct Secrets {
+    sealer: Sealer,
+    pool: KeyPool,
+    options: SecretsOptions,
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Secrets")
+            .field("key_id", &self.sealer.current_key_id())
+            .field("pool", &self.pool)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// Checks the options and starts the key pool.
+    pub fn new(sealer: Sealer, options: SecretsOptions) -> Result<Arc<Secrets>, String> {
+        TalosVersion::supported(&options.default_talos_version)
+            .map_err(|err| format!("the default Talos version: {err}"))?;
+        if options.client_cert_ttl.is_zero() || options.client_cert_ttl > options.client_cert_max_ttl {
+            return Err(format!(
+                "the client certificate lifetime must be above zero and at most the longest allowed ({})",
+                humantime::format_duration(options.client_cert_max_ttl)
+            ));
+        }
+        let pool = KeyPool::start(options.key_pool);
+        Ok(Arc::new(Secrets { sealer, pool, options }))
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &SecretsOptions {
+        &self.options
+    }
+
+    /// How many pre-generated keys are ready.
+    pub fn keys_ready(&self) -> usize {
+        self.pool.ready()
+    }
+
+    /// Stops refilling the key pool.
+    pub fn stop(&self) {
+        self.pool.stop();
+    }
+
+    /// The Talos version a new tenant's bundle is generated for: its own,
+    /// else the default. `field` names it in the 422 of an unsupported one.
+    pub(crate) fn talos_version(&self, field: &str, wanted: Option<&str>) -> Result<String, ApiError> {
+        let Some(version) = wanted else {
+            return Ok(self.options.default_talos_version.clone());
+        };
+        check_talos_version(field, version)?;
+        Ok(version.to_string())
+    }
+
+    /// Generates a bundle for `tenant` and seals it. The service-account key
+    /// comes from the pool; the rest takes milliseconds, off the async workers.
+    pub(crate) async fn generate_sealed(
+        self: &Arc<Self>,
+        tenant: &str,
+        talos_version: String,
+    ) -> Result<Vec<u8>, ApiError> {
+        let key = self.pool.key().await?;
+        let secrets = self.clone();
+        let tenant = tenant.to_string();
+        let sealed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
+            let bundle = SecretsBundle::generate_with_key(&talos_version, key)?;
+            let plaintext =
+                SecretSlice::from(serde_json::to_vec(&bundle).map_err(|err| ApiError::internal(&err))?);
+            Ok(secrets.sealer.seal(&tenant, PURPOSE, plaintext.expose_secret())?)
+        });
+        sealed.await.map_err(|err| ApiError::internal(&err))?
+    }
+
+    /// Opens the bundle of `tenant`: 409 when the tenant has none (its
+    /// secrets were dropped while it is being deleted).
+    pub(crate) async fn open(&self, store: &dyn Store, tenant: &str) -> Result<SecretsBundle, ApiError> {
+        let sealed = store.secrets(tenant.to_string()).await?.ok_or_else(|| {
+            ApiError::Conflict(format!("tenant {tenant:?} has no secrets: they were dropped or never made"))
+        })?;
+        let plaintext = SecretSlice::from(self.sealer.open(tenant, PURPOSE, &sealed)?);
+        serde_json::from_slice(plaintext.expose_secret()).map_err(|err| ApiError::internal(&err))
+    }
+}
+
+/// Refuses a Talos version that cms cannot render configs for (422).
+pub(crate) fn check_talos_version(field: &str, version: &str) -> Result<(), FieldError> {
+    TalosVersion::supported(version).map(|_| ()).map_err(|err| match err {
+        cms_talos::TalosError::UnsupportedVersion { reason, .. } => {
+            FieldError::new(field, format!("{version:?} is not supported: {reason}"))
+        }
+        other => FieldError::new(field, other.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cms_talos::SealingKey;
+
+    fn sealer() -> Sealer {
+        Sealer::new(SealingKey::generate("test").expect("a key"))
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let options = SecretsOptions { key_pool: 0, ..SecretsOptions::default() };
+        assert_eq!(options.default_talos_version, "1.14.0");
+        assert!(Secrets::new(sealer(), options.clone()).is_ok());
+        let old = SecretsOptions { default_talos_version: "1.7.0".into(), ..options.clone() };
+        assert!(Secrets::new(sealer(), old).unwrap_err().contains("Talos"));
+        let long = SecretsOptions { client_cert_ttl: Duration::from_secs(48 * 3600), ..options };
+        assert!(Secrets::new(sealer(), long).unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn versions_outside_the_range_name_their_field() {
+        let err = check_talos_version("spec.talosVersion", "1.7.0").unwrap_err();
+        assert_eq!(err.field, "spec.talosVersion");
+        assert!(err.to_string().contains("1.8 to 1.14"), "{err}");
+        assert!(check_talos_version("spec.talosVersion", "1.9.6").is_ok());
+    }
+}
