@@ -200,18 +200,50 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|window| window == needle)
 }
 
-/// A `GET` request.
-pub(crate) fn get(addr: SocketAddr, path: &str) -> Vec<u8> {
-    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes()
+/// Where requests go: an address, and headers every request carries (such
+/// as `Authorization`), each line ending in CRLF.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) addr: SocketAddr,
+    headers: String,
 }
 
-/// A request with a JSON body.
-pub(crate) fn with_json(method: &str, addr: SocketAddr, path: &str, body: &[u8]) -> Vec<u8> {
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(body);
-    request
+impl Target {
+    /// A target whose requests carry no extra headers.
+    pub(crate) fn new(addr: SocketAddr) -> Target {
+        Target { addr, headers: String::new() }
+    }
+
+    /// This target with `Authorization: Bearer <token>` on every request.
+    pub(crate) fn with_bearer(&self, token: &str) -> Target {
+        Target { addr: self.addr, headers: format!("{}Authorization: Bearer {token}\r\n", self.headers) }
+    }
+
+    /// A `GET` request.
+    pub(crate) fn get(&self, path: &str) -> Vec<u8> {
+        format!("GET {path} HTTP/1.1\r\nHost: {}\r\n{}\r\n", self.addr, self.headers).into_bytes()
+    }
+
+    /// A request with a JSON body.
+    pub(crate) fn with_json(&self, method: &str, path: &str, body: &[u8]) -> Vec<u8> {
+        let mut request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            self.headers,
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        request
+    }
+}
+
+/// Sends one request on a fresh connection and returns the reply's status and body.
+pub(crate) async fn exchange(addr: SocketAddr, request: &[u8]) -> Result<(u16, Vec<u8>)> {
+    let mut stream = TcpStream::connect(addr).await.with_context(|| format!("connecting to {addr}"))?;
+    stream.write_all(request).await.context("sending a request")?;
+    let mut buffer = Vec::new();
+    tokio::time::timeout(REPLY_TIMEOUT, read_reply(&mut stream, &mut buffer))
+        .await
+        .with_context(|| format!("no reply within {REPLY_TIMEOUT:?}"))?
 }

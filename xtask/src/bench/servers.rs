@@ -25,9 +25,9 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    /// Starts `binary` on `127.0.0.1:0` with `data_dir` and its default
-    /// logging, and waits for its `listening on <addr>` line.
-    pub(crate) fn start(name: &str, binary: &Path, data_dir: &Path) -> Result<Process> {
+    /// Starts `binary` on `127.0.0.1:0` with `data_dir`, its default logging
+    /// and `env`, and waits for its `listening on <addr>` line.
+    pub(crate) fn start(name: &str, binary: &Path, data_dir: &Path, env: &[(&str, &str)]) -> Result<Process> {
         let mut command = Command::new(binary);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("CMS_") {
@@ -39,6 +39,7 @@ impl Process {
             .env("CMS_LISTEN", "127.0.0.1:0")
             .env("CMS_DATA_DIR", data_dir)
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .current_dir(data_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,13 +1,13 @@
 //! The benchmark's workloads: what each connection sends and checks.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use super::load::{Workload, WorkloadFactory, get, with_json};
+use super::load::{Target, Workload, WorkloadFactory};
 
 /// The name of preloaded tenant `index`.
 pub(crate) fn tenant_name(index: usize) -> String {
@@ -52,21 +52,21 @@ impl Workload for Repeat {
 }
 
 /// `GET path` on every connection.
-pub(crate) fn get_path(addr: SocketAddr, path: &'static str) -> WorkloadFactory {
-    Arc::new(move |_| Box::new(Repeat { request: get(addr, path) }))
+pub(crate) fn get_path(target: Target, path: &'static str) -> WorkloadFactory {
+    Arc::new(move |_| Box::new(Repeat { request: target.get(path) }))
 }
 
 /// Each connection reads one tenant of its own.
-pub(crate) fn get_tenant(addr: SocketAddr, tenants: usize) -> WorkloadFactory {
+pub(crate) fn get_tenant(target: Target, tenants: usize) -> WorkloadFactory {
     Arc::new(move |index| {
         let path = format!("/api/v1/tenants/{}", tenant_name(index % tenants));
-        Box::new(Repeat { request: get(addr, &path) })
+        Box::new(Repeat { request: target.get(&path) })
     })
 }
 
 /// Lists pages of 100 tenants, walking through the offsets.
 struct ListPages {
-    addr: SocketAddr,
+    target: Target,
     tenants: usize,
     offset: usize,
 }
@@ -75,7 +75,7 @@ impl Workload for ListPages {
     fn request(&mut self) -> Option<Vec<u8>> {
         let path = format!("/api/v1/tenants?limit=100&offset={}", self.offset);
         self.offset = (self.offset + 100) % self.tenants.max(100);
-        Some(get(self.addr, &path))
+        Some(self.target.get(&path))
     }
 
     fn reply(&mut self, status: u16, body: &[u8]) -> Result<()> {
@@ -84,13 +84,15 @@ impl Workload for ListPages {
 }
 
 /// Each connection lists pages, starting at its own offset.
-pub(crate) fn list_tenants(addr: SocketAddr, tenants: usize) -> WorkloadFactory {
-    Arc::new(move |index| Box::new(ListPages { addr, tenants, offset: (index * 100) % tenants.max(100) }))
+pub(crate) fn list_tenants(target: Target, tenants: usize) -> WorkloadFactory {
+    Arc::new(move |index| {
+        Box::new(ListPages { target: target.clone(), tenants, offset: (index * 100) % tenants.max(100) })
+    })
 }
 
 /// Updates one tenant, carrying the `resourceVersion` of each reply into the next request.
 struct UpdateOwn {
-    addr: SocketAddr,
+    target: Target,
     name: String,
     resource_version: u64,
     counter: u64,
@@ -101,7 +103,7 @@ impl Workload for UpdateOwn {
         self.counter += 1;
         let labels = json!({"bench": "put", "n": self.counter.to_string()});
         let body = tenant_body(&self.name, labels, Some(self.resource_version));
-        Some(with_json("PUT", self.addr, &format!("/api/v1/tenants/{}", self.name), &body))
+        Some(self.target.with_json("PUT", &format!("/api/v1/tenants/{}", self.name), &body))
     }
 
     fn reply(&mut self, status: u16, body: &[u8]) -> Result<()> {
@@ -115,16 +117,23 @@ impl Workload for UpdateOwn {
 }
 
 /// Each connection updates its own preloaded tenant, which starts at version 1.
-pub(crate) fn put_tenant(addr: SocketAddr) -> WorkloadFactory {
+pub(crate) fn put_tenant(target: Target) -> WorkloadFactory {
     Arc::new(move |index| {
-        Box::new(UpdateOwn { addr, name: tenant_name(index), resource_version: 1, counter: 0 })
+        Box::new(UpdateOwn {
+            target: target.clone(),
+            name: tenant_name(index),
+            resource_version: 1,
+            counter: 0,
+        })
     })
 }
 
 /// Creates tenants `0..total`, the connections sharing one counter.
 struct Create {
-    addr: SocketAddr,
+    target: Target,
     next: Arc<AtomicUsize>,
+    created: Arc<AtomicUsize>,
+    started: Instant,
     total: usize,
 }
 
@@ -135,18 +144,37 @@ impl Workload for Create {
             return None;
         }
         let body = tenant_body(&tenant_name(index), json!({"bench": "preload"}), None);
-        Some(with_json("POST", self.addr, "/api/v1/tenants", &body))
+        Some(self.target.with_json("POST", "/api/v1/tenants", &body))
     }
 
     fn reply(&mut self, status: u16, body: &[u8]) -> Result<()> {
-        expect_status(status, 201, body)
+        expect_status(status, 201, body)?;
+        let created = self.created.fetch_add(1, Ordering::SeqCst) + 1;
+        if created.is_multiple_of(PROGRESS_EVERY) {
+            let elapsed = self.started.elapsed().as_secs_f64();
+            println!("  created {created} of {} tenants in {elapsed:.0}s", self.total);
+        }
+        Ok(())
     }
 }
 
+/// How often the preload reports progress, in tenants.
+const PROGRESS_EVERY: usize = 500;
+
 /// Creates `total` tenants through the API.
-pub(crate) fn preload(addr: SocketAddr, total: usize) -> WorkloadFactory {
+pub(crate) fn preload(target: Target, total: usize) -> WorkloadFactory {
     let next = Arc::new(AtomicUsize::new(0));
-    Arc::new(move |_| Box::new(Create { addr, next: next.clone(), total }))
+    let created = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    Arc::new(move |_| {
+        Box::new(Create {
+            target: target.clone(),
+            next: next.clone(),
+            created: created.clone(),
+            started,
+            total,
+        })
+    })
 }
 
 fn expect_status(status: u16, expected: u16, body: &[u8]) -> Result<()> {
