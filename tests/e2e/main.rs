@@ -16,6 +16,7 @@ mod machines;
 mod node_groups;
 mod operational;
 mod pagination;
+mod secrets;
 mod shutdown;
 mod tenants;
 mod watch;

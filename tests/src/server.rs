@@ -239,6 +239,33 @@ impl Stopped {
         Server::launch(self.data_dir, self.options).await
     }
 
+    /// Starts a server on the same data directory with `options` in place
+    /// of the first ones, for a start that must fail: waits for the process
+    /// to exit and returns its status and everything it printed. A server
+    /// that starts listening instead fails the test.
+    pub async fn restart_failing(self, options: ServerOptions) -> (ExitStatus, String) {
+        let log = Log::default();
+        let (lines_tx, mut lines) = mpsc::unbounded_channel();
+        let mut child = spawn(&server_binary(), &self.data_dir, &options.env);
+        pump(child.stdout.take().expect("stdout is piped"), log.clone(), lines_tx.clone());
+        pump(child.stderr.take().expect("stderr is piped"), log.clone(), lines_tx);
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, lines.recv()).await {
+            if parse_listening(&line).is_some() {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("cms-server started although it should have refused to\n{log}");
+            }
+        }
+        let status = wait_for_exit(&mut child, STOP_TIMEOUT).await;
+        let Some(status) = status else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cms-server neither started nor exited in time\n{log}");
+        };
+        (status, log.to_string())
+    }
+
     /// Everything the stopped server printed.
     pub fn output(&self) -> String {
         self.log.to_string()
@@ -264,6 +291,9 @@ fn spawn(binary: &Path, data_dir: &DataDir, env: &[(String, String)]) -> Child {
         .env("CMS_LISTEN", "127.0.0.1:0")
         .env("CMS_DATA_DIR", data_dir.path())
         .env("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD)
+        // Each server would otherwise spend seconds of CPU filling a pool of
+        // eight service-account keys while many tests run side by side.
+        .env("CMS_KEY_POOL", "1")
         .envs(env.iter().map(|(key, value)| (key, value)))
         .current_dir(data_dir.work_dir())
         .stdin(Stdio::null())
