@@ -23,9 +23,8 @@ struct Args {
     config: Option<PathBuf>,
 }
 
-#[actix_web::main]
-async fn main() -> ExitCode {
-    match run(Args::parse()).await {
+fn main() -> ExitCode {
+    match cms_service::block_on(run(Args::parse())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");

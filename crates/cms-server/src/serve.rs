@@ -4,10 +4,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use actix_web::HttpServer;
 use anyhow::Context;
 use cms_auth::{AuthOptions, Authenticator, BOOTSTRAP_ADMIN, bootstrap_admin};
-use cms_service::{AppState, Secrets, ServiceOptions};
+use cms_service::{AppState, HttpService, Secrets, ServiceOptions};
 use cms_store::{SqlStore, StoreOptions};
 use secrecy::{ExposeSecret, SecretSlice};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -16,7 +15,7 @@ use crate::sealing;
 use crate::settings::Settings;
 
 /// How long in-flight requests get to finish after a shutdown signal.
-const DRAIN_SECONDS: u64 = 30;
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Serves until a shutdown signal, then stops gracefully.
 pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
@@ -47,28 +46,20 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     }
     let state = AppState::new(store, Arc::new(auth), secrets.clone(), options);
     let shutdown = state.shutdown.clone();
-    let server = HttpServer::new(move || cms_service::app(state.clone()))
-        .workers(cms_service::worker_count())
-        .disable_signals()
-        .shutdown_timeout(DRAIN_SECONDS)
-        .bind(&settings.listen)
+    let mut server = HttpService::start(&settings.listen, state, DRAIN)
         .with_context(|| format!("could not listen on {}", settings.listen))?;
-    tracing::info!("listening on {}", addresses(&server.addrs()));
+    tracing::info!("listening on {}", addresses(server.addrs()));
 
-    let server = server.run();
-    let handle = server.handle();
-    let mut serving = actix_web::rt::spawn(server);
     tokio::select! {
-        result = &mut serving => {
-            result.context("the server task failed")?.context("the server failed")?;
+        result = server.stopped() => {
+            result.context("the server failed")?;
             anyhow::bail!("the server stopped without a shutdown signal");
         }
         name = signals.next() => tracing::info!(signal = name, "shutting down"),
     }
     shutdown.cancel();
     secrets.stop();
-    handle.stop(true).await;
-    serving.await.context("the server task failed")?.context("the server failed")?;
+    server.stop().await.context("the server failed")?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -26,8 +26,10 @@ mod projected;
 mod query;
 mod reply;
 mod request_id;
+mod reservations;
 mod routes;
 mod secrets;
+mod server;
 mod state;
 mod tenants;
 mod tokens;
@@ -48,6 +50,7 @@ pub use ops::{BUILD_INFO, BuildInfo};
 pub use request_id::{REQUEST_ID_HEADER, RequestId};
 pub use routes::{ROUTES, RouteInfo};
 pub use secrets::{PURPOSE as SECRETS_PURPOSE, Secrets, SecretsOptions};
+pub use server::{HttpService, block_on};
 pub use state::{AppState, ServiceOptions};
 
 /// The prefix of every resource route.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use cms_auth::Authenticator;
 use cms_store::Store;
+
+use crate::reservations::Reservations;
 use tokio_util::sync::CancellationToken;
 
 use crate::secrets::Secrets;
@@ -50,6 +52,8 @@ pub struct AppState {
     pub options: ServiceOptions,
     /// Cancelled when the server shuts down; open watch streams then end.
     pub shutdown: CancellationToken,
+    /// Tenant names whose create is under way.
+    pub(crate) creating: Reservations,
 }
 
 impl AppState {
@@ -60,7 +64,14 @@ impl AppState {
         secrets: Arc<Secrets>,
         options: ServiceOptions,
     ) -> AppState {
-        AppState { store, auth, secrets, options, shutdown: CancellationToken::new() }
+        AppState {
+            store,
+            auth,
+            secrets,
+            options,
+            shutdown: CancellationToken::new(),
+            creating: Reservations::default(),
+        }
     }
 }
 

@@ -31,6 +31,11 @@ pub(crate) async fn create(state: web::Data<AppState>, body: JsonBody) -> Result
     if state.store.get(&key).is_some() {
         return Err(StoreError::AlreadyExists(key.to_string()).into());
     }
+    // Concurrent creates of one name: one generates the secrets, the others
+    // are answered at once. The store's transaction still decides between
+    // servers.
+    let _reservation =
+        state.creating.reserve(&name).ok_or_else(|| ApiError::Conflict(format!("{key} is being created")))?;
     let spec: TenantSpec =
         serde_json::from_value(draft.spec.clone()).map_err(|err| ApiError::internal(&err))?;
     let mut status = TenantStatus::default();
