@@ -49,7 +49,7 @@ pub use error::{ApiError, INTERNAL_MESSAGE};
 pub use ops::{BUILD_INFO, BuildInfo};
 pub use request_id::{REQUEST_ID_HEADER, RequestId};
 pub use routes::{ROUTES, RouteInfo};
-pub use secrets::{PURPOSE as SECRETS_PURPOSE, Secrets, SecretsOptions};
+pub use secrets::{Secrets, SecretsOptions};
 pub use server::{HttpService, block_on};
 pub use state::{AppState, ServiceOptions};
 

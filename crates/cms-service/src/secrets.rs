@@ -3,7 +3,7 @@
 //! it (client configs, machine configs, the break-glass export).
 //!
 //! The store only ever holds the sealed blob. The seal binds the tenant and
-//! the purpose [`PURPOSE`], so a blob copied to another tenant does not open.
+//! the purpose [`cms_talos::BUNDLE_PURPOSE`], so a blob copied to another tenant does not open.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,13 +12,9 @@ use std::time::Duration;
 use cms_model::FieldError;
 use cms_store::Store;
 use cms_talos::{MAX_TALOS_MINOR, Sealer, SecretsBundle, TalosVersion};
-use secrecy::{ExposeSecret, SecretSlice};
 
 use crate::error::ApiError;
 use crate::key_pool::KeyPool;
-
-/// The sealing purpose of a tenant's bundle.
-pub const PURPOSE: &str = "secrets";
 
 /// How tenant secrets and the documents built from them are made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,9 +121,7 @@ impl Secrets {
         let tenant = tenant.to_string();
         let sealed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
             let bundle = SecretsBundle::generate_with_key(&talos_version, key)?;
-            let plaintext =
-                SecretSlice::from(serde_json::to_vec(&bundle).map_err(|err| ApiError::internal(&err))?);
-            Ok(secrets.sealer.seal(&tenant, PURPOSE, plaintext.expose_secret())?)
+            Ok(secrets.sealer.seal_bundle(&tenant, &bundle)?)
         });
         sealed.await.map_err(|err| ApiError::internal(&err))?
     }
@@ -138,8 +132,7 @@ impl Secrets {
         let sealed = store.secrets(tenant.to_string()).await?.ok_or_else(|| {
             ApiError::Conflict(format!("tenant {tenant:?} has no secrets: they were dropped or never made"))
         })?;
-        let plaintext = SecretSlice::from(self.sealer.open(tenant, PURPOSE, &sealed)?);
-        serde_json::from_slice(plaintext.expose_secret()).map_err(|err| ApiError::internal(&err))
+        Ok(self.sealer.open_bundle(tenant, &sealed)?)
     }
 }
 

@@ -118,6 +118,21 @@ impl std::fmt::Debug for ServiceAccountKey {
 }
 
 impl ServiceAccountKey {
+    /// A key from its PKCS#1 PEM (`RSA PRIVATE KEY`), such as one taken from
+    /// an existing `secrets.yaml`.
+    pub fn from_pem(pem: SecretString) -> Result<ServiceAccountKey> {
+        let parsed = pem::parse(pem.expose_secret()).map_err(|err| TalosError::Crypto(err.to_string()))?;
+        if parsed.tag() != RSA_LABEL {
+            return Err(TalosError::Crypto(format!("expected a {RSA_LABEL} PEM, got {}", parsed.tag())));
+        }
+        Ok(ServiceAccountKey(pem))
+    }
+
+    /// The key as PKCS#1 PEM.
+    pub fn pem(&self) -> &SecretString {
+        &self.0
+    }
+
     /// Generates a fresh RSA-4096 key with AWS-LC, which is several times
     /// faster at it than the pure-Rust `rsa` crate. AWS-LC writes PKCS#8;
     /// the PKCS#1 `RSAPrivateKey` that talosctl writes is the PKCS#8

@@ -21,6 +21,7 @@ mod patch;
 mod random;
 mod render;
 mod seal;
+mod sealed_bundle;
 mod secret_serde;
 mod version;
 mod yaml;
@@ -36,4 +37,5 @@ pub use render::{
     control_plane_endpoint, endpoint_host, render, render_documents,
 };
 pub use seal::{Sealer, SealingKey};
+pub use sealed_bundle::BUNDLE_PURPOSE;
 pub use version::{MAX_TALOS_MINOR, MIN_TALOS_MINOR, TalosVersion};

@@ -7,6 +7,7 @@
 //! like with like, the absolute figures depend on the machine.
 
 mod load;
+mod preload;
 mod report;
 mod servers;
 mod workloads;
@@ -15,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 
 use crate::shell::{Timings, cargo, output, seconds, workspace_root};
 use load::{Shape, Target, WorkloadFactory};
@@ -26,10 +27,6 @@ use servers::Process;
 const BUILD_LIMIT: Duration = Duration::from_secs(40 * 60);
 /// The first admin's password on the benchmarked server, which starts empty.
 const ADMIN_PASSWORD: &str = "bench-admin-password";
-/// The longest the preload may take. Each create generates the tenant's
-/// secrets (an RSA-4096 key among them), so a preload of 10,000 tenants takes
-/// tens of minutes on two cores.
-const PRELOAD_LIMIT: Duration = Duration::from_secs(90 * 60);
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -71,24 +68,32 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     )?;
     let release = target_dir()?.join("release");
 
-    let data = tempfile::Builder::new().prefix("cms-bench-").tempdir()?;
-    let hello = Process::start("hello", &release.join("examples").join("hello"), data.path(), &[])?;
-    let server_data = data.path().join("server");
-    std::fs::create_dir(&server_data)?;
-    let admin = [("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD)];
-    let server = Process::start("cms-server", &release.join("cms-server"), &server_data, &admin)?;
-
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.client_threads.max(1))
         .enable_all()
         .build()?;
-    let measured = runtime.block_on(measure(options, hello.addr, server.addr));
-    let hello_exit = hello.terminate();
-    let server_exit = server.terminate();
+    let data = tempfile::Builder::new().prefix("cms-bench-").tempdir()?;
+    let server_data = data.path().join("server");
+    std::fs::create_dir(&server_data)?;
+    let started = Instant::now();
+    println!("storing {} tenants", options.tenants);
+    runtime.block_on(preload::preload(&server_data, options.tenants))?;
+    println!("stored {} tenants in {}", options.tenants, seconds(started.elapsed()));
+
+    let hello = Process::start("hello", &release.join("examples").join("hello"), data.path(), &[])?;
+    let binary = release.join("cms-server");
+    let admin = [("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD), ("CMS_KEY_POOL", "0")];
+    let server = Process::start("cms-server", &binary, &server_data, &admin)?;
+    // The same data served without authentication, to measure what it costs.
+    let open = [("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_KEY_POOL", "0")];
+    let unauthenticated = Process::start("cms-server (no auth)", &binary, &server_data, &open)?;
+
+    let measured = runtime.block_on(measure(options, hello.addr, server.addr, unauthenticated.addr));
+    let exits = [hello.terminate(), server.terminate(), unauthenticated.terminate()];
     let measurements = measured?;
-    match (hello_exit?, server_exit?) {
-        (hello, server) if hello.success() && server.success() => {}
-        (hello, server) => bail!("after SIGTERM, hello exited with {hello} and cms-server with {server}"),
+    for exit in exits {
+        let status = exit?;
+        ensure!(status.success(), "a benchmarked process exited with {status} after SIGTERM");
     }
 
     let report = Report::new(options_summary(options), measurements);
@@ -101,9 +106,16 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     Ok(())
 }
 
-async fn measure(options: &BenchOptions, hello: SocketAddr, server: SocketAddr) -> Result<Vec<Measurement>> {
+async fn measure(
+    options: &BenchOptions,
+    hello: SocketAddr,
+    server: SocketAddr,
+    unauthenticated: SocketAddr,
+) -> Result<Vec<Measurement>> {
     let hello = Target::new(hello);
     let server = login(Target::new(server)).await?;
+    let with_api_token = api_token(&server).await?;
+    let unauthenticated = Target::new(unauthenticated);
     let shape = Shape {
         connections: options.connections,
         warmup: Duration::from_secs(options.warmup),
@@ -113,26 +125,35 @@ async fn measure(options: &BenchOptions, hello: SocketAddr, server: SocketAddr) 
     let baseline = workloads::get_path(hello.clone(), "/hello");
     measurements.push(scenario("hello (actix-web baseline)", &hello, shape, baseline).await?);
 
-    let started = Instant::now();
-    let preload_shape = Shape { connections: 16, warmup: Duration::ZERO, measure: PRELOAD_LIMIT };
-    let preload = workloads::preload(server.clone(), options.tenants);
-    let created = load::run(server.addr, preload_shape, preload).await?;
-    ensure!(
-        created.requests == options.tenants as u64,
-        "preloaded {} of {} tenants within {PRELOAD_LIMIT:?}",
-        created.requests,
-        options.tenants
-    );
-    println!("preloaded {} tenants in {}", options.tenants, seconds(started.elapsed()));
-
+    let get = workloads::get_tenant(unauthenticated.clone(), options.tenants);
+    measurements.push(scenario(GET_UNAUTHENTICATED, &unauthenticated, shape, get).await?);
     let get = workloads::get_tenant(server.clone(), options.tenants);
-    measurements.push(scenario("GET one tenant", &server, shape, get).await?);
+    measurements.push(scenario(GET_JWT, &server, shape, get).await?);
+    let get = workloads::get_tenant(with_api_token.clone(), options.tenants);
+    measurements.push(scenario(GET_API_TOKEN, &with_api_token, shape, get).await?);
     let list = workloads::list_tenants(server.clone(), options.tenants);
     let name = format!("list tenants (limit=100 of {})", options.tenants);
     measurements.push(scenario(&name, &server, shape, list).await?);
     let put = workloads::put_tenant(server.clone());
     measurements.push(scenario("PUT tenant (own tenant per connection)", &server, shape, put).await?);
     Ok(measurements)
+}
+
+/// The scenario names the report compares.
+pub(crate) const GET_UNAUTHENTICATED: &str = "GET one tenant, authentication off";
+pub(crate) const GET_JWT: &str = "GET one tenant, login token (JWT)";
+pub(crate) const GET_API_TOKEN: &str = "GET one tenant, API token";
+
+/// Makes an API token for the first admin and returns the target with it.
+async fn api_token(server: &Target) -> Result<Target> {
+    let body = serde_json::json!({"metadata": {"name": "bench"}, "spec": {"expiresIn": "1h"}});
+    let request = server.with_json("POST", "/api/v1/users/admin/tokens", &serde_json::to_vec(&body)?);
+    let (status, reply) = load::exchange(server.addr, &request).await.context("creating an API token")?;
+    ensure!(status == 201, "creating an API token failed with {status}: {}", String::from_utf8_lossy(&reply));
+    let reply: serde_json::Value =
+        serde_json::from_slice(&reply).context("a token reply that is not JSON")?;
+    let token = reply["status"]["token"].as_str().context("a token reply without the token")?;
+    Ok(Target::new(server.addr).with_bearer(token))
 }
 
 /// Logs in as the first admin and returns the target with its token.

@@ -1,8 +1,6 @@
 //! The benchmark's workloads: what each connection sends and checks.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -14,7 +12,7 @@ pub(crate) fn tenant_name(index: usize) -> String {
     format!("bench-{index:05}")
 }
 
-fn tenant_body(name: &str, labels: Value, resource_version: Option<u64>) -> Vec<u8> {
+pub(crate) fn tenant_body(name: &str, labels: Value, resource_version: Option<u64>) -> Vec<u8> {
     let mut metadata = json!({"name": name, "labels": labels});
     if let Some(version) = resource_version {
         metadata["resourceVersion"] = json!(version);
@@ -124,55 +122,6 @@ pub(crate) fn put_tenant(target: Target) -> WorkloadFactory {
             name: tenant_name(index),
             resource_version: 1,
             counter: 0,
-        })
-    })
-}
-
-/// Creates tenants `0..total`, the connections sharing one counter.
-struct Create {
-    target: Target,
-    next: Arc<AtomicUsize>,
-    created: Arc<AtomicUsize>,
-    started: Instant,
-    total: usize,
-}
-
-impl Workload for Create {
-    fn request(&mut self) -> Option<Vec<u8>> {
-        let index = self.next.fetch_add(1, Ordering::SeqCst);
-        if index >= self.total {
-            return None;
-        }
-        let body = tenant_body(&tenant_name(index), json!({"bench": "preload"}), None);
-        Some(self.target.with_json("POST", "/api/v1/tenants", &body))
-    }
-
-    fn reply(&mut self, status: u16, body: &[u8]) -> Result<()> {
-        expect_status(status, 201, body)?;
-        let created = self.created.fetch_add(1, Ordering::SeqCst) + 1;
-        if created.is_multiple_of(PROGRESS_EVERY) {
-            let elapsed = self.started.elapsed().as_secs_f64();
-            println!("  created {created} of {} tenants in {elapsed:.0}s", self.total);
-        }
-        Ok(())
-    }
-}
-
-/// How often the preload reports progress, in tenants.
-const PROGRESS_EVERY: usize = 500;
-
-/// Creates `total` tenants through the API.
-pub(crate) fn preload(target: Target, total: usize) -> WorkloadFactory {
-    let next = Arc::new(AtomicUsize::new(0));
-    let created = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    Arc::new(move |_| {
-        Box::new(Create {
-            target: target.clone(),
-            next: next.clone(),
-            created: created.clone(),
-            started,
-            total,
         })
     })
 }
