@@ -5,6 +5,10 @@
 //! `cargo xtask e2e`, which does both.
 
 mod auth;
+mod cli_accounts;
+mod cli_resources;
+mod cli_walkthrough;
+mod cli_watch;
 mod config_patches;
 mod conflicts;
 mod deletion;

@@ -4,20 +4,22 @@
 //! the loopback interface and stops it with SIGTERM or SIGKILL; a stopped
 //! server restarts on the same data directory. [`Api`] is a small HTTP client
 //! whose replies check statuses and error bodies, [`Watch`] reads the tenant
-//! watch stream frame by frame, and [`fixtures`] builds request bodies.
+//! watch stream frame by frame, [`fixtures`] builds request bodies, and
+//! [`cli::Cli`] runs the real `cms` client binary against a server.
 //!
 //! Every wait is bounded: a server that does not start, answer or stop in time
 //! fails the test with its log attached, never hangs it.
 
 mod api;
 mod binary;
+pub mod cli;
 pub mod fixtures;
 pub mod raw;
 mod server;
 mod watch;
 
 pub use api::{Api, REQUEST_TIMEOUT, Reply};
-pub use binary::server_binary;
+pub use binary::{cli_binary, server_binary};
 pub use server::{
     ADMIN_PASSWORD, ADMIN_USER, DataDir, START_TIMEOUT, STOP_TIMEOUT, Server, ServerOptions, Stopped,
 };

@@ -13,7 +13,7 @@ const BUILD_LIMIT: Duration = Duration::from_secs(40 * 60);
 const TEST_LIMIT: Duration = Duration::from_secs(40 * 60);
 
 /// Builds every binary of the workspace (the end-to-end tests need
-/// `cms-server`), then runs every test: `cargo test --doc` for the doctests
+/// `cms-server` and `cms`), then runs every test: `cargo test --doc` for the doctests
 /// and nextest for the rest, or `cargo test` alone without nextest.
 pub(crate) fn run_all() -> Result<Timings> {
     let mut timings = Timings::default();
@@ -38,14 +38,14 @@ pub(crate) fn run_all() -> Result<Timings> {
     Ok(timings)
 }
 
-/// Builds `cms-server`, then runs only the end-to-end test binary, passing
+/// Builds `cms-server` and the `cms` client, then runs only the end-to-end test binary, passing
 /// `args` to the test runner.
 pub(crate) fn run_e2e(args: &[String]) -> Result<()> {
     let mut timings = Timings::default();
     let engine = timings.measure("test engine", test_engine)?;
     timings.run(
-        "build cms-server",
-        &mut cargo(["build", "-p", "cms-server", "--bin", "cms-server"]),
+        "build cms-server and cms",
+        &mut cargo(["build", "-p", "cms-server", "--bin", "cms-server", "-p", "cms-cli", "--bin", "cms"]),
         BUILD_LIMIT,
     )?;
     let mut command = if on_path("cargo-nextest") {

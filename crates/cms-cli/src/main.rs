@@ -1,0 +1,76 @@
+//! `cms`: the command-line client of the Cluster Management Service.
+//!
+//! It speaks HTTP only and reads and writes the wire types of `cms-model`.
+//! `cli.rs` declares the commands; each module implements a group of them;
+//! `failure.rs` maps failures to the exit codes documented in `docs/cli.md`.
+
+mod accounts;
+mod apply;
+mod cli;
+mod client;
+mod context;
+mod downloads;
+mod edit;
+mod failure;
+mod get;
+mod kinds;
+mod kubeconfig;
+mod output;
+mod sse;
+#[cfg(test)]
+mod table_snapshots;
+mod tables;
+mod version;
+mod wait;
+mod watch;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{CommandFactory, Parser};
+
+use crate::cli::{Cli, Command, MachineCommand};
+use crate::client::Client;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(failure::exit_code(&error))
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    let format = cli.global.output;
+    if let Command::Completion(args) = &cli.command {
+        let mut text = Vec::new();
+        clap_complete::generate(args.shell, &mut Cli::command(), "cms", &mut text);
+        return output::out(&String::from_utf8_lossy(&text));
+    }
+    if let Command::Version(args) = &cli.command
+        && args.client
+    {
+        return version::client_only(format);
+    }
+    let resolved = context::resolve(&cli.global, matches!(cli.command, Command::Login(_)))?;
+    let client = Client::new(&resolved.server, resolved.token.clone())?;
+    match &cli.command {
+        Command::Login(args) => accounts::login(&client, args, &cli.global),
+        Command::Get(args) => get::get(&client, args, format),
+        Command::Apply(args) => apply::apply(&client, args, format),
+        Command::Delete(args) => get::delete(&client, args, format),
+        Command::Edit(args) => edit::edit(&client, args, format),
+        Command::Wait(args) => wait::wait(&client, args),
+        Command::Kubeconfig(args) => downloads::kubeconfig(&client, args),
+        Command::Talosconfig(args) => downloads::talosconfig(&client, args),
+        Command::Secrets(args) => downloads::secrets(&client, args),
+        Command::Machine(MachineCommand::Config(args)) => downloads::machine_config(&client, args),
+        Command::Users(command) => accounts::users(&client, command, format),
+        Command::Tokens(command) => accounts::tokens(&client, command, &resolved, format),
+        Command::Version(_) => version::both(&client, format),
+        Command::Completion(_) => unreachable!("handled above"),
+    }
+}
