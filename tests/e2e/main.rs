@@ -20,6 +20,7 @@ mod machines;
 mod node_groups;
 mod operational;
 mod pagination;
+mod provisioning;
 mod secrets;
 mod shutdown;
 mod tenants;

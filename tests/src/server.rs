@@ -294,6 +294,9 @@ fn spawn(binary: &Path, data_dir: &DataDir, env: &[(String, String)]) -> Child {
         // Each server would otherwise spend seconds of CPU filling a pool of
         // eight service-account keys while many tests run side by side.
         .env("CMS_KEY_POOL", "1")
+        // The reconciler writes status and removes deleted tenants; tests of
+        // the API alone keep it off, provisioning tests turn it on.
+        .env("CMS_PROVISIONING", "false")
         .envs(env.iter().map(|(key, value)| (key, value)))
         .current_dir(data_dir.work_dir())
         .stdin(Stdio::null())

@@ -2,6 +2,7 @@
 //! opens the store and serves the HTTP API until SIGTERM or SIGINT.
 
 mod logging;
+mod provisioning;
 mod sealing;
 mod serve;
 mod settings;

@@ -11,6 +11,7 @@ use cms_store::{SqlStore, StoreOptions};
 use secrecy::{ExposeSecret, SecretSlice};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+use crate::provisioning::Provisioning;
 use crate::sealing;
 use crate::settings::Settings;
 
@@ -44,6 +45,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
             "authentication is DISABLED: every request is served as admin (CMS_INSECURE_DISABLE_AUTH)"
         );
     }
+    let provisioning = settings.provisioning.then(|| Provisioning::start(&settings, store.clone()));
     let state = AppState::new(store, Arc::new(auth), secrets.clone(), options);
     let shutdown = state.shutdown.clone();
     let mut server = HttpService::start(&settings.listen, state, DRAIN)
@@ -58,6 +60,9 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         name = signals.next() => tracing::info!(signal = name, "shutting down"),
     }
     shutdown.cancel();
+    if let Some(provisioning) = provisioning {
+        provisioning.stop(DRAIN).await;
+    }
     secrets.stop();
     server.stop().await.context("the server failed")?;
     tracing::info!("stopped");

@@ -36,6 +36,13 @@ const KEYS: &[&str] = &[
     "default_talos_version",
     "client_cert_ttl",
     "client_cert_max_ttl",
+    "provisioning",
+    "tofu_binary",
+    "tofu_timeout",
+    "tofu_plugin_dir",
+    "tofu_cli_config",
+    "resync_interval",
+    "reconcile_concurrency",
 ];
 
 /// The whole configuration of the server.
@@ -86,6 +93,24 @@ pub(crate) struct Settings {
     /// The longest lifetime a download may ask for with `?ttl=`.
     #[serde(deserialize_with = "duration")]
     pub(crate) client_cert_max_ttl: Duration,
+    /// Whether this server runs the reconcile controller; `false` serves the
+    /// API only.
+    pub(crate) provisioning: bool,
+    /// The provisioning tool: OpenTofu, or any compatible CLI (Terraform 1.x).
+    pub(crate) tofu_binary: PathBuf,
+    /// The longest one run of the tool may take before its process group is
+    /// stopped.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) tofu_timeout: Duration,
+    /// `init -plugin-dir` of the tool, for offline provider mirrors.
+    pub(crate) tofu_plugin_dir: Option<PathBuf>,
+    /// The tool's CLI configuration file (`TF_CLI_CONFIG_FILE`).
+    pub(crate) tofu_cli_config: Option<PathBuf>,
+    /// How often every tenant is reconciled even without a change.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) resync_interval: Duration,
+    /// How many tenants are reconciled at once.
+    pub(crate) reconcile_concurrency: usize,
 }
 
 impl Default for Settings {
@@ -112,6 +137,13 @@ impl Default for Settings {
             default_talos_version: secrets.default_talos_version,
             client_cert_ttl: secrets.client_cert_ttl,
             client_cert_max_ttl: secrets.client_cert_max_ttl,
+            provisioning: true,
+            tofu_binary: PathBuf::from("tofu"),
+            tofu_timeout: Duration::from_secs(30 * 60),
+            tofu_plugin_dir: None,
+            tofu_cli_config: None,
+            resync_interval: Duration::from_secs(5 * 60),
+            reconcile_concurrency: 4,
         }
     }
 }
@@ -190,6 +222,12 @@ impl Settings {
         }
         if let Err(err) = cms_talos::TalosVersion::supported(&self.default_talos_version) {
             bail!("CMS_DEFAULT_TALOS_VERSION: {err}");
+        }
+        if self.tofu_timeout.is_zero() || self.resync_interval.is_zero() {
+            bail!("CMS_TOFU_TIMEOUT and CMS_RESYNC_INTERVAL must be longer than zero");
+        }
+        if self.reconcile_concurrency == 0 {
+            bail!("CMS_RECONCILE_CONCURRENCY must be at least 1");
         }
         if self.insecure_disable_auth && !self.listens_on_loopback() {
             bail!("CMS_INSECURE_DISABLE_AUTH is allowed only when CMS_LISTEN is a loopback address");

@@ -1,0 +1,173 @@
+//! Machines in the store, made from the projection of the tool's state and
+//! enriched from the plan: management address `IP:50000`, provider id,
+//! provider type, shape, and status stage and role.
+
+use std::collections::BTreeMap;
+
+use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Page, Projected};
+use cms_store::{Draft, FINALIZER_MACHINES, Key, Store};
+use cms_tofu::{MachinePlan, WorkspacePlan};
+
+use crate::ReconcileError;
+
+/// The node API port of a machine's management address.
+pub const NODE_API_PORT: u16 = 50000;
+
+/// The machines of a tenant in the store, by id.
+pub(crate) fn stored(store: &dyn Store, tenant: &str) -> Result<BTreeMap<String, Machine>, ReconcileError> {
+    let mut machines = BTreeMap::new();
+    let mut offset = 0;
+    loop {
+        let page = store.list(Kind::Machine, Some(tenant.to_string()), Page { limit: 1000, offset });
+        for object in &page.items {
+            let machine: Machine = object
+                .parse()
+                .map_err(|source| ReconcileError::Corrupt { what: object.key.to_string(), source })?;
+            machines.insert(object.key.name.clone(), machine);
+        }
+        offset += page.items.len();
+        if page.items.is_empty() || offset as u64 >= page.total {
+            return Ok(machines);
+        }
+    }
+}
+
+/// A machine as the projection and the plan describe it.
+pub(crate) fn desired(
+    plan: &MachinePlan,
+    projected: &Projected,
+    stage: &str,
+) -> (MachineSpec, MachineStatus) {
+    let text = |field: &str| projected.spec.get(field).and_then(|value| value.as_str()).map(str::to_string);
+    let spec = MachineSpec {
+        management_address: text("address").map(|address| management_address(&address)),
+        connected: false,
+        provider_id: text("providerId"),
+        provider_type: Some(plan.provider.as_str().to_string()),
+        shape: text("shape").or_else(|| Some(plan.shape.clone())),
+        node_group: Some(plan.group.clone()),
+    };
+    let status =
+        MachineStatus { stage: stage.to_string(), role: Some(plan.role), ..MachineStatus::default() };
+    (spec, status)
+}
+
+/// `IP:50000`, with brackets for IPv6.
+pub fn management_address(ip: &str) -> String {
+    if ip.contains(':') { format!("[{ip}]:{NODE_API_PORT}") } else { format!("{ip}:{NODE_API_PORT}") }
+}
+
+/// Creates or updates one machine. A machine whose deletion had begun (it
+/// was being replaced) is first removed, then created anew.
+pub(crate) async fn upsert(
+    store: &dyn Store,
+    tenant: &str,
+    current: Option<&Machine>,
+    spec: MachineSpec,
+    status: MachineStatus,
+) -> Result<(), ReconcileError> {
+    let key_name = |machine: &Machine| machine.metadata.name.clone();
+    let spec_value = serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?;
+    match current {
+        Some(machine) if machine.metadata.deletion_timestamp.is_none() => {
+            let key = Key::child(Kind::Machine, tenant, key_name(machine));
+            let mut version = machine.metadata.resource_version.unwrap_or_default();
+            if machine.spec != spec {
+                let draft = Draft {
+                    labels: machine.metadata.labels.clone(),
+                    annotations: machine.metadata.annotations.clone(),
+                    spec: spec_value,
+                    ..Draft::default()
+                };
+                version = store.update(key.clone(), draft, version).await?.resource_version;
+            }
+            // What other writers observed (the prober: readiness, versions,
+            // a later stage) stays.
+            let mut status = status;
+            status.ready = machine.status.ready;
+            status.talos_version = machine.status.talos_version.clone().or(status.talos_version);
+            status.kubernetes_version =
+                machine.status.kubernetes_version.clone().or(status.kubernetes_version);
+            if !matches!(machine.status.stage.as_str(), "" | "provisioning" | "initializing") {
+                status.stage = machine.status.stage.clone();
+            }
+            if machine.status != status {
+                let status_value = serde_json::to_value(&status).map_err(|source| corrupt(tenant, source))?;
+                store.update_status(key, status_value, Some(version)).await?;
+            }
+            Ok(())
+        }
+        _ => Err(ReconcileError::Invalid("upsert needs a live machine".into())),
+    }
+}
+
+/// Creates a machine named `id`, removing a replaced one of that id first.
+pub(crate) async fn create(
+    store: &dyn Store,
+    tenant: &str,
+    id: &str,
+    replaced: bool,
+    spec: MachineSpec,
+    status: MachineStatus,
+) -> Result<(), ReconcileError> {
+    let key = Key::child(Kind::Machine, tenant, id);
+    if replaced {
+        store.remove_finalizer(key.clone(), FINALIZER_MACHINES.to_string()).await?;
+    }
+    let draft = Draft {
+        spec: serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?,
+        status: Some(serde_json::to_value(&status).map_err(|source| corrupt(tenant, source))?),
+        ..Draft::default()
+    };
+    store.create(key, draft).await?;
+    Ok(())
+}
+
+/// Removes a machine the workspace no longer holds.
+pub(crate) async fn remove(store: &dyn Store, tenant: &str, machine: &Machine) -> Result<(), ReconcileError> {
+    let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
+    if machine.metadata.deletion_timestamp.is_none() {
+        store.delete(key.clone()).await?;
+    }
+    if store.get(&key).is_some() {
+        store.remove_finalizer(key, FINALIZER_MACHINES.to_string()).await?;
+    }
+    Ok(())
+}
+
+/// The ids of the workspace's machines, newest (highest index) first within
+/// each group, for removals.
+pub(crate) fn newest_first(ids: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut ids: Vec<String> = ids.into_iter().collect();
+    ids.sort_by_key(|id| {
+        let (group, index) = id.rsplit_once('-').unwrap_or((id.as_str(), "0"));
+        (group.to_string(), std::cmp::Reverse(index.parse::<u64>().unwrap_or(0)))
+    });
+    ids
+}
+
+/// The plan's machine with this id.
+pub(crate) fn planned<'a>(plan: &'a WorkspacePlan, id: &str) -> Option<&'a MachinePlan> {
+    plan.machines.iter().find(|machine| machine.id == id)
+}
+
+fn corrupt(tenant: &str, source: serde_json::Error) -> ReconcileError {
+    ReconcileError::Corrupt { what: format!("a machine of tenant {tenant:?}"), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removals_take_the_newest_first() {
+        let ids = newest_first(["w-1".to_string(), "w-3".into(), "w-2".into(), "w-10".into()]);
+        assert_eq!(ids, ["w-10", "w-3", "w-2", "w-1"]);
+    }
+
+    #[test]
+    fn management_addresses() {
+        assert_eq!(management_address("10.0.0.1"), "10.0.0.1:50000");
+        assert_eq!(management_address("fd00::1"), "[fd00::1]:50000");
+    }
+}

@@ -1,0 +1,180 @@
+//! One reconcile of one tenant, in kube-runtime's shape:
+//! `reconcile(tenant, ctx) -> Result<Action, ReconcileError>`.
+//!
+//! A live tenant: render its workspace; when the inputs hash equals the last
+//! good apply's and no machine awaits replacement, no tool runs. Otherwise
+//! apply (replacing deleted machines), record the projection, bring the
+//! machines in the store in line with it, apply `metal` configs, and write
+//! the status. A deleting tenant: destroy, then clear the finalizers, which
+//! removes the record and everything in it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use cms_model::{Phase, Provider, Tenant};
+use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Store};
+use cms_tofu::{Tofu, project};
+
+use crate::applier::{ApplyOutcome, ApplyTarget, MachineConfigApplier};
+use crate::machines::{self, newest_first, planned};
+use crate::plan::{self, MachineConfigs};
+use crate::status::{self, MACHINES_CONFIGURED, PROVISIONED, set_condition};
+use crate::{Action, ReconcileError};
+
+/// What a reconcile works with.
+pub struct Context {
+    pub store: Arc<dyn Store>,
+    pub tofu: Arc<Tofu>,
+    pub applier: Arc<dyn MachineConfigApplier>,
+    pub configs: Option<Arc<dyn MachineConfigs>>,
+    /// The periodic resync.
+    pub resync: Duration,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("tofu", &self.tofu).field("resync", &self.resync).finish()
+    }
+}
+
+/// Reconciles one tenant.
+pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileError> {
+    let Some(object) = ctx.store.get(&Key::tenant(tenant)) else { return Ok(Action::AwaitChange) };
+    let resource: Tenant =
+        object.parse().map_err(|source| ReconcileError::Corrupt { what: object.key.to_string(), source })?;
+    if object.deleting {
+        return cleanup(tenant, ctx).await;
+    }
+    match converge(&resource, object.generation, ctx).await {
+        Ok(action) => Ok(action),
+        Err(err) => {
+            let message = err.to_string();
+            status::update(ctx.store.as_ref(), tenant, |status| {
+                status.phase = Phase::Failed;
+                status.ready = false;
+                status.message = Some(message.clone());
+                set_condition(status, PROVISIONED, false, "ProvisioningFailed", &message);
+            })
+            .await?;
+            Err(err)
+        }
+    }
+}
+
+async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Action, ReconcileError> {
+    let name = tenant.metadata.name.as_str();
+    let store = ctx.store.as_ref();
+    let plan = plan::desired(tenant, ctx.configs.as_deref()).await?;
+    let stored = machines::stored(store, name)?;
+    let replacing: BTreeSet<String> = stored
+        .iter()
+        .filter(|(id, machine)| machine.metadata.deletion_timestamp.is_some() && planned(&plan, id).is_some())
+        .map(|(id, _)| id.clone())
+        .collect();
+    let hash = ctx.tofu.inputs_hash(&plan)?;
+    let unchanged = replacing.is_empty()
+        && tenant.status.phase != Phase::Failed
+        && ctx.tofu.applied_hash(name).await.as_deref() == Some(hash.as_str());
+    if unchanged {
+        status::update(store, name, |status| status.observed_generation = generation).await?;
+        return Ok(Action::Requeue(ctx.resync));
+    }
+
+    let first = tenant.status.last_applied_at.is_none();
+    status::update(store, name, |status| {
+        status.phase = if first { Phase::Provisioning } else { Phase::Updating };
+        status.message = None;
+    })
+    .await?;
+    let replace: Vec<String> = replacing.iter().filter_map(|id| plan.address(id)).collect();
+    let applied = ctx.tofu.apply(&plan, &replace).await?;
+    let projected = project(name, &applied.resources);
+    store.set_projection(name.to_string(), projected.clone()).await?;
+
+    // Machines: removals newest first, then updates and creations.
+    let in_state: BTreeSet<String> =
+        projected.iter().filter(|item| item.kind == "Machine").map(|item| item.name.clone()).collect();
+    for id in newest_first(stored.keys().filter(|id| !in_state.contains(*id)).cloned()) {
+        machines::remove(store, name, &stored[&id]).await?;
+    }
+    let mut pending = Vec::new();
+    for item in projected.iter().filter(|item| item.kind == "Machine") {
+        let Some(machine_plan) = planned(&plan, &item.name) else { continue };
+        let (spec, _) = machines::desired(machine_plan, item, "provisioning");
+        let stage = match (machine_plan.provider, &spec.management_address) {
+            (Provider::Metal, Some(address)) => {
+                let target = ApplyTarget {
+                    tenant: name.to_string(),
+                    machine: item.name.clone(),
+                    management_address: address.clone(),
+                };
+                match ctx.applier.apply(target).await {
+                    ApplyOutcome::Applied => "initializing",
+                    ApplyOutcome::Pending(reason) => {
+                        pending.push(format!("{}: {reason}", item.name));
+                        "provisioning"
+                    }
+                }
+            }
+            _ => "provisioning",
+        };
+        let (spec, machine_status) = machines::desired(machine_plan, item, stage);
+        match stored.get(&item.name) {
+            Some(current) if current.metadata.deletion_timestamp.is_none() => {
+                machines::upsert(store, name, Some(current), spec, machine_status).await?
+            }
+            current => {
+                machines::create(store, name, &item.name, current.is_some(), spec, machine_status).await?
+            }
+        }
+    }
+
+    let count = in_state.len();
+    status::update(store, name, |status| {
+        status.phase = Phase::Active;
+        status.ready = true;
+        status.message = None;
+        status.observed_generation = generation;
+        status.last_applied_at = Some(Utc::now());
+        set_condition(status, PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
+        if pending.is_empty() {
+            set_condition(status, MACHINES_CONFIGURED, true, "Applied", "");
+        } else {
+            set_condition(status, MACHINES_CONFIGURED, false, "Pending", &pending.join("; "));
+        }
+    })
+    .await?;
+    Ok(Action::Requeue(ctx.resync))
+}
+
+/// Deletion: destroy, then clear the finalizers; the last one removes the
+/// tenant with its node groups, machines and config patches, and its
+/// secrets, and emits `DELETED`. A failed destroy keeps the finalizers.
+async fn cleanup(tenant: &str, ctx: &Context) -> Result<Action, ReconcileError> {
+    let store = ctx.store.as_ref();
+    status::update(store, tenant, |status| {
+        status.phase = Phase::Deleting;
+        status.ready = false;
+    })
+    .await?;
+    if let Err(err) = ctx.tofu.destroy(tenant).await {
+        let message = format!("destroy failed: {err}");
+        status::update(store, tenant, |status| {
+            status.message = Some(message.clone());
+            set_condition(status, PROVISIONED, true, "DestroyFailed", &message);
+        })
+        .await?;
+        return Err(err.into());
+    }
+    store.set_projection(tenant.to_string(), Vec::new()).await?;
+    let key = Key::tenant(tenant);
+    for finalizer in [FINALIZER_MACHINES, FINALIZER_SECRETS] {
+        if store.get(&key).is_none() {
+            break;
+        }
+        store.remove_finalizer(key.clone(), finalizer.to_string()).await?;
+    }
+    Ok(Action::AwaitChange)
+}

@@ -1,0 +1,73 @@
+//! The provisioning pipeline of the server: the driver (`cms-tofu`) with its
+//! workspaces under `<data dir>/workspaces`, and the reconcile controller,
+//! run as a task that stops with the server.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cms_reconciler::{Backoff, Context, ControllerOptions, PendingApplier};
+use cms_store::Store;
+use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
+use secrecy::SecretString;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::settings::Settings;
+
+/// The running controller.
+pub(crate) struct Provisioning {
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Provisioning {
+    /// Starts the controller on `store`.
+    pub(crate) fn start(settings: &Settings, store: Arc<dyn Store>) -> Provisioning {
+        let credentials = Credentials::from_env();
+        tracing::info!(binary = %settings.tofu_binary.display(), ?credentials, "provisioning with the tool");
+        let options = TofuOptions {
+            binary: settings.tofu_binary.clone(),
+            root: settings.data_dir.join("workspaces"),
+            timeout: settings.tofu_timeout,
+            grace: Duration::from_secs(10).min(settings.tofu_timeout),
+            plugin_dir: settings.tofu_plugin_dir.clone(),
+            cli_config: settings.tofu_cli_config.clone(),
+            state_key: state_key(settings),
+        };
+        let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
+        // The node API client comes with the health work; until it is wired,
+        // metal machine configs are reported as pending, never as applied.
+        let ctx = Arc::new(Context {
+            store,
+            tofu,
+            applier: Arc::new(PendingApplier),
+            configs: None,
+            resync: settings.resync_interval,
+        });
+        let controller =
+            ControllerOptions { concurrency: settings.reconcile_concurrency, backoff: Backoff::default() };
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(cms_reconciler::run(ctx, controller, shutdown.clone()));
+        Provisioning { shutdown, task }
+    }
+
+    /// Stops the controller, letting runs in flight finish for up to
+    /// `grace`; a run still going then is abandoned, and its process killed.
+    pub(crate) async fn stop(self, grace: Duration) {
+        self.shutdown.cancel();
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(grace, self.task).await.is_err() {
+            tracing::warn!("provisioning runs did not finish in {grace:?}; abandoning them");
+            abort.abort();
+        }
+    }
+}
+
+/// The key that OpenTofu state encryption derives from: the secrets key.
+fn state_key(settings: &Settings) -> Option<SecretString> {
+    settings.secrets_key.clone().or_else(|| {
+        let path: PathBuf = settings.secrets_key_file();
+        std::fs::read_to_string(path).ok().map(|key| SecretString::from(key.trim().to_string()))
+    })
+}

@@ -1,0 +1,280 @@
+//! [`Tofu`]: a tenant's workspace under the data directory, and the runs
+//! on it (`init`, `apply`, `show`, `destroy`), one at a time per tenant.
+
+use std::collections::HashMap;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use secrecy::SecretString;
+use tokio::sync::OnceCell;
+
+use crate::encryption::{self, Engine};
+use crate::process::{Invocation, Output};
+use crate::state::{StateResource, parse_show};
+use crate::workspace::{MAIN_FILE, WorkspacePlan, inputs_hash};
+use crate::{Credentials, Runner, TofuError};
+
+/// The file that records the inputs hash of the last good apply.
+const APPLIED_FILE: &str = ".cms-applied";
+/// The longest stderr tail kept for errors and status.
+const TAIL: usize = 2048;
+
+/// How the driver runs the tool.
+#[derive(Debug, Clone)]
+pub struct TofuOptions {
+    /// The binary, `tofu` on PATH by default.
+    pub binary: PathBuf,
+    /// The directory that holds one workspace per tenant.
+    pub root: PathBuf,
+    pub timeout: Duration,
+    /// Between SIGTERM and SIGKILL at a timeout.
+    pub grace: Duration,
+    /// `init -plugin-dir`, for offline mirrors.
+    pub plugin_dir: Option<PathBuf>,
+    /// `TF_CLI_CONFIG_FILE` of the tool.
+    pub cli_config: Option<PathBuf>,
+    /// The key state encryption passphrases derive from (OpenTofu only).
+    pub state_key: Option<SecretString>,
+}
+
+/// The result of an apply: the state the tool reports after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub resources: Vec<StateResource>,
+    /// The inputs hash now recorded as applied.
+    pub hash: String,
+}
+
+/// The provisioning driver.
+pub struct Tofu {
+    runner: Arc<dyn Runner>,
+    options: TofuOptions,
+    credentials: Credentials,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    runs: AtomicU64,
+    run_time: AtomicU64,
+    engine: OnceCell<Engine>,
+}
+
+impl std::fmt::Debug for Tofu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tofu")
+            .field("options", &self.options)
+            .field("credentials", &self.credentials)
+            .finish()
+    }
+}
+
+impl Tofu {
+    pub fn new(options: TofuOptions, credentials: Credentials, runner: Arc<dyn Runner>) -> Tofu {
+        Tofu {
+            runner,
+            options,
+            credentials,
+            locks: Mutex::new(HashMap::new()),
+            runs: AtomicU64::new(0),
+            run_time: AtomicU64::new(0),
+            engine: OnceCell::new(),
+        }
+    }
+
+    /// How many times the tool has run.
+    pub fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    /// The total time the tool has spent running.
+    pub fn run_time(&self) -> Duration {
+        Duration::from_micros(self.run_time.load(Ordering::Relaxed))
+    }
+
+    /// The workspace directory of a tenant.
+    pub fn workspace_dir(&self, tenant: &str) -> PathBuf {
+        self.options.root.join(tenant)
+    }
+
+    /// The inputs hash of `plan`: its rendered workspace and the credentials.
+    pub fn inputs_hash(&self, plan: &WorkspacePlan) -> Result<String, TofuError> {
+        Ok(inputs_hash(&rendered(plan)?, &self.credentials.fingerprint()))
+    }
+
+    /// The inputs hash of the last good apply, if any.
+    pub async fn applied_hash(&self, tenant: &str) -> Option<String> {
+        let text = tokio::fs::read_to_string(self.workspace_dir(tenant).join(APPLIED_FILE)).await.ok()?;
+        Some(text.trim().to_string())
+    }
+
+    /// Writes the workspace, then `init` (when needed), `apply` (replacing
+    /// the resources at `replace`) and `show -json`.
+    pub async fn apply(&self, plan: &WorkspacePlan, replace: &[String]) -> Result<Applied, TofuError> {
+        let lock = self.lock(&plan.tenant);
+        let _guard = lock.lock().await;
+        let dir = self.workspace_dir(&plan.tenant);
+        let rendered = rendered(plan)?;
+        let hash = inputs_hash(&rendered, &self.credentials.fingerprint());
+        create_private_dir(&dir).await?;
+        let _ = tokio::fs::remove_file(dir.join(APPLIED_FILE)).await;
+        write_private(&dir.join(MAIN_FILE), &rendered).await?;
+        if !dir.join(".terraform").exists()
+            || !dir.join(".terraform.lock.hcl").exists() && has_providers(plan)
+        {
+            let mut args = vec!["init".to_string(), "-input=false".into(), "-no-color".into()];
+            if let Some(plugins) = &self.options.plugin_dir {
+                args.push(format!("-plugin-dir={}", plugins.display()));
+            }
+            self.checked(&plan.tenant, args).await?;
+        }
+        let mut args =
+            vec!["apply".to_string(), "-auto-approve".into(), "-input=false".into(), "-no-color".into()];
+        args.extend(replace.iter().map(|address| format!("-replace={address}")));
+        self.checked(&plan.tenant, args).await?;
+        let resources = self.show_locked(&plan.tenant).await?;
+        write_private(&dir.join(APPLIED_FILE), hash.as_bytes()).await?;
+        Ok(Applied { resources, hash })
+    }
+
+    /// `show -json` of a tenant's workspace.
+    pub async fn show(&self, tenant: &str) -> Result<Vec<StateResource>, TofuError> {
+        let lock = self.lock(tenant);
+        let _guard = lock.lock().await;
+        self.show_locked(tenant).await
+    }
+
+    /// Destroys everything in a tenant's workspace, then removes it. A
+    /// tenant that never had a workspace has nothing to destroy.
+    pub async fn destroy(&self, tenant: &str) -> Result<(), TofuError> {
+        let lock = self.lock(tenant);
+        let _guard = lock.lock().await;
+        let dir = self.workspace_dir(tenant);
+        if !dir.join(MAIN_FILE).exists() {
+            return Ok(());
+        }
+        let _ = tokio::fs::remove_file(dir.join(APPLIED_FILE)).await;
+        if !dir.join(".terraform").exists() {
+            self.checked(tenant, vec!["init".into(), "-input=false".into(), "-no-color".into()]).await?;
+        }
+        self.checked(
+            tenant,
+            vec!["destroy".into(), "-auto-approve".into(), "-input=false".into(), "-no-color".into()],
+        )
+        .await?;
+        tokio::fs::remove_dir_all(&dir).await.map_err(|source| TofuError::Workspace { path: dir, source })
+    }
+
+    async fn show_locked(&self, tenant: &str) -> Result<Vec<StateResource>, TofuError> {
+        let output = self.checked(tenant, vec!["show".into(), "-json".into(), "-no-color".into()]).await?;
+        parse_show(&output.stdout)
+            .map_err(|reason| TofuError::Garbage { command: "show -json".into(), reason })
+    }
+
+    fn lock(&self, tenant: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        locks.entry(tenant.to_string()).or_default().clone()
+    }
+
+    /// Runs the tool in a tenant's workspace; a failure carries the redacted
+    /// tail of stderr.
+    async fn checked(&self, tenant: &str, args: Vec<String>) -> Result<Output, TofuError> {
+        let mut env = self.credentials.child_env();
+        env.push(("TF_IN_AUTOMATION".into(), "1".into()));
+        env.push(("TF_INPUT".into(), "0".into()));
+        if let Some(config) = &self.options.cli_config {
+            env.push(("TF_CLI_CONFIG_FILE".into(), config.display().to_string()));
+        }
+        if let Some(key) = &self.options.state_key
+            && self.engine().await? == Engine::OpenTofu
+        {
+            let block = encryption::block(&encryption::passphrase(key, tenant));
+            env.push(("TF_ENCRYPTION".into(), block.to_string()));
+        }
+        let invocation = self.invocation(self.workspace_dir(tenant), args, env);
+        let command = invocation.describe();
+        let started = Instant::now();
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let result = self.runner.run(invocation).await;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.run_time.fetch_add(micros, Ordering::Relaxed);
+        let output = result?;
+        if output.success() {
+            return Ok(output);
+        }
+        let status = match output.code {
+            Some(code) => format!("exit code {code}"),
+            None => "killed by a signal".to_string(),
+        };
+        Err(TofuError::Failed { command, status, stderr: self.tail(&output.stderr) })
+    }
+
+    fn invocation(&self, dir: PathBuf, args: Vec<String>, env: Vec<(String, String)>) -> Invocation {
+        Invocation {
+            binary: self.options.binary.clone(),
+            dir,
+            args,
+            env,
+            timeout: self.options.timeout,
+            grace: self.options.grace,
+        }
+    }
+
+    /// The engine behind the binary, asked once with `version`.
+    async fn engine(&self) -> Result<Engine, TofuError> {
+        self.engine
+            .get_or_try_init(|| async {
+                let invocation =
+                    self.invocation(self.options.root.clone(), vec!["version".into()], Vec::new());
+                create_private_dir(&self.options.root).await?;
+                self.runs.fetch_add(1, Ordering::Relaxed);
+                let output = self.runner.run(invocation).await?;
+                Ok(Engine::detect(&String::from_utf8_lossy(&output.stdout)))
+            })
+            .await
+            .copied()
+    }
+
+    /// The redacted, bounded tail of stderr, on one line.
+    fn tail(&self, stderr: &[u8]) -> String {
+        let text = self.credentials.redact(&String::from_utf8_lossy(stderr));
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        match text.char_indices().rev().nth(TAIL) {
+            Some((start, _)) => format!("...{}", &text[start..]),
+            None => text,
+        }
+    }
+}
+
+fn rendered(plan: &WorkspacePlan) -> Result<Vec<u8>, TofuError> {
+    let value = plan.render()?;
+    serde_json::to_vec_pretty(&value).map_err(|err| TofuError::Invalid(err.to_string()))
+}
+
+fn has_providers(plan: &WorkspacePlan) -> bool {
+    plan.machines.iter().any(|machine| machine.provider != cms_model::Provider::Metal)
+}
+
+async fn create_private_dir(dir: &Path) -> Result<(), TofuError> {
+    let error = |source| TofuError::Workspace { path: dir.to_path_buf(), source };
+    tokio::fs::create_dir_all(dir).await.map_err(error)?;
+    tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).await.map_err(error)
+}
+
+/// Writes a file readable by the service only, replacing it atomically.
+async fn write_private(path: &Path, contents: &[u8]) -> Result<(), TofuError> {
+    let error = |source| TofuError::Workspace { path: path.to_path_buf(), source };
+    let temporary = path.with_extension("tmp");
+    let contents = contents.to_vec();
+    let target = temporary.clone();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&target)?;
+        file.write_all(&contents)?;
+        file.sync_all()
+    })
+    .await
+    .map_err(|join| error(std::io::Error::other(join)))?
+    .map_err(error)?;
+    tokio::fs::rename(&temporary, path).await.map_err(error)
+}

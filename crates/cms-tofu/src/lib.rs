@@ -1,0 +1,35 @@
+//! `cms-tofu`: the provisioning driver, and the only crate of the workspace
+//! that spawns a process.
+//!
+//! Each tenant has a workspace under the data directory. Its configuration is
+//! generated as `main.tf.json` data by one module per provider (`metal`,
+//! `oci`, `openstack`); the tool runs there (`init`, `apply`, `show -json`,
+//! `destroy`) with a timeout that stops its whole process group, one run at a
+//! time per tenant. Cloud credentials come from the service's environment
+//! only and are redacted from whatever the tool prints.
+
+mod credentials;
+mod driver;
+mod encryption;
+mod error;
+mod process;
+mod providers;
+mod runner;
+mod state;
+mod workspace;
+
+pub use credentials::{CREDENTIAL_PREFIXES, Credentials, REDACTED};
+pub use driver::{Applied, Tofu, TofuOptions};
+pub use encryption::{Engine, block as encryption_block, passphrase as state_passphrase};
+pub use error::TofuError;
+pub use process::{Invocation, Output};
+#[cfg(any(test, feature = "testsuite"))]
+pub use runner::MockRunner;
+pub use runner::{ProcessRunner, Runner};
+pub use state::{StateResource, parse_show, project};
+pub use workspace::{MAIN_FILE, MachinePlan, WorkspacePlan, inputs_hash, resource_type};
+
+#[cfg(test)]
+mod snapshots;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,24 @@
+//! `metal`: existing hosts, recorded with the built-in `terraform_data`
+//! resource only, so that a run needs no provider download.
+
+use serde_json::{Value, json};
+
+use crate::{MachinePlan, TofuError};
+
+/// The `terraform_data` resource of one host.
+pub(crate) fn instance(machine: &MachinePlan) -> Result<Value, TofuError> {
+    let host = machine
+        .host
+        .as_ref()
+        .ok_or_else(|| TofuError::Invalid(format!("machine {} has no metal host", machine.id)))?;
+    let provider_id = host.provider_id.clone().unwrap_or_else(|| format!("metal://{}", host.address));
+    Ok(json!({
+        "input": {
+            "address": host.address,
+            "providerId": provider_id,
+            "shape": machine.shape,
+            "group": machine.group,
+            "role": machine.role.as_str(),
+        }
+    }))
+}

