@@ -9,7 +9,7 @@
 
 mod auth;
 mod body;
-mod config_patches;
+mod children;
 mod control_plane;
 mod downloads;
 mod error;
@@ -19,7 +19,6 @@ mod login;
 mod lookup;
 mod machine_config;
 mod machines;
-mod node_groups;
 mod ops;
 mod patch_refs;
 mod projected;

@@ -12,10 +12,8 @@ use cms_auth::Permission::{
 
 use crate::auth::{Access, guard};
 use crate::fallback::resource;
-use crate::{
-    config_patches, downloads, login, machine_config, machines, node_groups, ops, projected, tenants, tokens,
-    users,
-};
+use crate::children::{self, ConfigPatches, NodeGroups};
+use crate::{downloads, login, machine_config, machines, ops, projected, tenants, tokens, users};
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
 /// unless it starts at the root) and what it needs.
@@ -77,22 +75,22 @@ table! {
     api "/tenants/{name}/talosconfig" { GET => downloads::talosconfig, needs(ReadClientConfig); }
     api "/tenants/{name}/secrets" { GET => downloads::secrets, needs(ReadSecrets); }
     api "/tenants/{tenant}/node-groups" {
-        GET => node_groups::list, needs(Read);
-        POST => node_groups::create, needs(Write);
+        GET => children::list::<NodeGroups>, needs(Read);
+        POST => children::create::<NodeGroups>, needs(Write);
     }
     api "/tenants/{tenant}/node-groups/{name}" {
-        GET => node_groups::get, needs(Read);
-        PUT => node_groups::update, needs(Write);
-        DELETE => node_groups::delete, needs(Delete);
+        GET => children::get::<NodeGroups>, needs(Read);
+        PUT => children::update::<NodeGroups>, needs(Write);
+        DELETE => children::delete::<NodeGroups>, needs(Delete);
     }
     api "/tenants/{tenant}/configpatches" {
-        GET => config_patches::list, needs(Read);
-        POST => config_patches::create, needs(Write);
+        GET => children::list::<ConfigPatches>, needs(Read);
+        POST => children::create::<ConfigPatches>, needs(Write);
     }
     api "/tenants/{tenant}/configpatches/{name}" {
-        GET => config_patches::get, needs(Read);
-        PUT => config_patches::update, needs(Write);
-        DELETE => config_patches::delete, needs(Delete);
+        GET => children::get::<ConfigPatches>, needs(Read);
+        PUT => children::update::<ConfigPatches>, needs(Write);
+        DELETE => children::delete::<ConfigPatches>, needs(Delete);
     }
     api "/machines" { GET => machines::list_all, needs(Read); }
     api "/tenants/{tenant}/machines" { GET => machines::list, needs(Read); }
