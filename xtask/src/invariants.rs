@@ -7,6 +7,8 @@
 //!   outside its `process.rs` makes a `Command`, except the client CLI
 //!   (`cms edit` runs the user's editor).
 //! - No test is switched off with an ignore attribute, and none expects a panic.
+//! - The client CLI speaks HTTP only: of the workspace's crates it uses
+//!   `cms-model` alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -38,6 +40,7 @@ pub(crate) fn check() -> Result<()> {
     let mut broken = Vec::new();
     broken.extend(model_does_no_io(&graph));
     broken.extend(owned_families(&graph));
+    broken.extend(client_speaks_http_only(&graph));
     broken.extend(tests_are_not_switched_off(&workspace_root())?);
     broken.extend(only_the_driver_spawns(&workspace_root())?);
     if !broken.is_empty() {
@@ -136,6 +139,26 @@ fn owned_families(graph: &Graph) -> Vec<String> {
         }
     }
     broken
+}
+
+/// The client CLI and the only workspace crate it may use: the wire types.
+const CLIENT: (&str, &str) = ("cms-cli", "cms-model");
+
+fn client_speaks_http_only(graph: &Graph) -> Vec<String> {
+    let (client, allowed) = CLIENT;
+    let Some(id) = graph.member(client) else { return Vec::new() };
+    let workspace: BTreeSet<&String> = graph.members.iter().filter_map(|m| graph.names.get(m)).collect();
+    graph
+        .normal
+        .get(id)
+        .into_iter()
+        .flatten()
+        .filter_map(|dep| graph.names.get(dep))
+        .filter(|name| workspace.contains(name) && name.as_str() != allowed)
+        .map(|name| {
+            format!("{client} speaks HTTP only and may use {allowed} alone, yet it depends on {name}")
+        })
+        .collect()
 }
 
 /// Test attributes that must not appear; spelled in two parts so that this

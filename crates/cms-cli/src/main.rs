@@ -45,15 +45,11 @@ fn main() -> ExitCode {
 
 fn run(cli: &Cli) -> Result<()> {
     let format = cli.global.output;
-    if let Command::Completion(args) = &cli.command {
-        let mut text = Vec::new();
-        clap_complete::generate(args.shell, &mut Cli::command(), "cms", &mut text);
-        return output::out(&String::from_utf8_lossy(&text));
-    }
-    if let Command::Version(args) = &cli.command
-        && args.client
-    {
-        return version::client_only(format);
+    // These two need neither a server nor the context file.
+    match &cli.command {
+        Command::Completion(args) => return completion(args.shell),
+        Command::Version(args) if args.client => return version::client_only(format),
+        _ => {}
     }
     let resolved = context::resolve(&cli.global, matches!(cli.command, Command::Login(_)))?;
     let client = Client::new(&resolved.server, resolved.token.clone())?;
@@ -71,6 +67,13 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Users(command) => accounts::users(&client, command, format),
         Command::Tokens(command) => accounts::tokens(&client, command, &resolved, format),
         Command::Version(_) => version::both(&client, format),
-        Command::Completion(_) => unreachable!("handled above"),
+        Command::Completion(args) => completion(args.shell),
     }
+}
+
+/// Prints the completion script of `shell`.
+fn completion(shell: clap_complete::Shell) -> Result<()> {
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "cms", &mut text);
+    output::out(&String::from_utf8_lossy(&text))
 }

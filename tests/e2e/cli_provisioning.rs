@@ -1,0 +1,49 @@
+//! The `cms` client against a server that provisions (the reconciler and
+//! the test engine of `provisioning`): `wait --for=ready` until the tenant
+//! converges, the machines and projected state it produced, a machine's
+//! config, and `wait --for=delete` once the tenant is torn down.
+
+use cms_e2e::cli::Cli;
+use serde_json::Value;
+
+use crate::provisioning::{CONVERGE, Engine};
+
+const TENANT: &str = "\
+kind: Tenant
+metadata: {name: omega}
+spec:
+  kubernetesVersion: 1.31.1
+  nodeGroups:
+    - {name: cp, role: controlplane, count: 1, providerClass: 'metal:bare',
+       providerConfig: {hosts: [{address: 10.9.0.1, providerId: rack9-1}]}}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_ready_and_for_delete_on_a_provisioned_tenant() {
+    let engine = Engine::new();
+    let server = engine.options().start().await;
+    let cli = Cli::new(&server);
+    cli.run_with_input(&["login", "-u", "admin", "--password-stdin"], "e2e-admin-password\n").expect(0);
+    assert_eq!(cli.run_with_input(&["apply", "-f", "-"], TENANT).ok(), "tenant/omega created\n");
+
+    let timeout = format!("--timeout={}s", CONVERGE.as_secs());
+    let ready = cli.run(&["wait", "tenant/omega", "--for=ready", &timeout]);
+    assert_eq!(ready.ok(), "tenant/omega condition met\n");
+    assert!(ready.stderr.contains("tenant/omega: phase active, ready"), "{ready}");
+    let table = cli.run(&["get", "tenants"]);
+    assert!(table.ok().contains("\nomega   active   true    1.31.1"), "{table}");
+
+    let machines = cli.run(&["get", "machines", "-t", "omega"]);
+    assert!(machines.ok().contains("\ncp-0   cp      controlplane   "), "{machines}");
+    assert!(machines.stdout.contains("10.9.0.1:50000"), "{machines}");
+    let projected = cli.run(&["get", "projected", "-t", "omega"]);
+    assert!(projected.ok().contains("omega    Machine   terraform_data   cp-0"), "{projected}");
+    let config = cli.run(&["machine", "config", "cp-0", "-t", "omega", "-f", "-"]);
+    let document: Value = serde_saphyr::from_multiple::<Value>(config.ok()).expect("YAML")[0].clone();
+    assert_eq!(document["machine"]["type"], "controlplane", "{config}");
+
+    assert_eq!(cli.run(&["delete", "tenant", "omega"]).ok(), "tenant/omega deletion requested\n");
+    let gone = cli.run(&["wait", "tenant/omega", "--for=delete", &timeout]);
+    assert_eq!(gone.ok(), "tenant/omega condition met\n");
+    cli.run(&["get", "tenant", "omega"]).expect(3);
+}
