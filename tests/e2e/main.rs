@@ -16,6 +16,7 @@ mod deletion;
 mod durability;
 mod errors;
 mod generation;
+mod health;
 mod inline_groups;
 mod machines;
 mod node_groups;

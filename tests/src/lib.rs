@@ -7,6 +7,9 @@
 //! watch stream frame by frame, [`fixtures`] builds request bodies, and
 //! [`cli::Cli`] runs the real `cms` client binary against a server.
 //!
+//! [`nodes`] runs fake Talos nodes (`cms-fake-node`) and writes machines into
+//! a stopped server's store, as the reconciler would.
+//!
 //! Every wait is bounded: a server that does not start, answer or stop in time
 //! fails the test with its log attached, never hangs it.
 
@@ -14,6 +17,7 @@ mod api;
 mod binary;
 pub mod cli;
 pub mod fixtures;
+pub mod nodes;
 pub mod raw;
 mod server;
 mod watch;

@@ -14,6 +14,7 @@ mod control_plane;
 mod downloads;
 mod error;
 mod fallback;
+mod health;
 mod key_pool;
 mod login;
 mod lookup;

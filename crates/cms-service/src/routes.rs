@@ -11,9 +11,9 @@ use cms_auth::Permission::{
 };
 
 use crate::auth::{Access, guard};
-use crate::fallback::resource;
 use crate::children::{self, ConfigPatches, NodeGroups};
-use crate::{downloads, login, machine_config, machines, ops, projected, tenants, tokens, users};
+use crate::fallback::resource;
+use crate::{downloads, health, login, machine_config, machines, ops, projected, tenants, tokens, users};
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
 /// unless it starts at the root) and what it needs.
@@ -74,6 +74,8 @@ table! {
     api "/tenants/{name}/kubeconfig" { GET => downloads::kubeconfig, needs(ReadClientConfig); }
     api "/tenants/{name}/talosconfig" { GET => downloads::talosconfig, needs(ReadClientConfig); }
     api "/tenants/{name}/secrets" { GET => downloads::secrets, needs(ReadSecrets); }
+    api "/tenants/{name}/health" { GET => health::tenant, needs(Read); }
+    api "/health" { GET => health::all, needs(Read); }
     api "/tenants/{tenant}/node-groups" {
         GET => children::list::<NodeGroups>, needs(Read);
         POST => children::create::<NodeGroups>, needs(Write);

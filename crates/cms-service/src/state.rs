@@ -1,13 +1,16 @@
 //! What every handler shares: the store, the authenticator, tenant secrets,
-//! the service's options and the shutdown signal.
+//! the health prober, the service's options and the shutdown signal.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cms_auth::Authenticator;
+use cms_nodeapi::{NodeApi, TalosNodeClient};
+use cms_prober::{Clock, Prober, ProberOptions, SystemClock};
 use cms_store::Store;
 
+use crate::health::SealedCredentials;
 use crate::reservations::Reservations;
 use tokio_util::sync::CancellationToken;
 
@@ -49,6 +52,8 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
     /// Seals new tenants' bundles and opens them for downloads.
     pub secrets: Arc<Secrets>,
+    /// Probes tenants' nodes for `/health`, on request, with a cache.
+    pub prober: Arc<Prober>,
     pub options: ServiceOptions,
     /// Cancelled when the server shuts down; open watch streams then end.
     pub shutdown: CancellationToken,
@@ -57,22 +62,50 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over `store`, `auth` and `secrets` with a fresh shutdown signal.
+    /// State over `store`, `auth` and `secrets` with a fresh shutdown
+    /// signal, and a prober that uses the real node API client and clock.
     pub fn new(
         store: Arc<dyn Store>,
         auth: Arc<Authenticator>,
         secrets: Arc<Secrets>,
         options: ServiceOptions,
     ) -> AppState {
+        let defaults = ProberOptions::default();
+        let client = Arc::new(TalosNodeClient::new(defaults.per_machine));
+        let prober = prober(&store, &secrets, client, Arc::new(SystemClock), defaults);
         AppState {
             store,
             auth,
             secrets,
+            prober,
             options,
             shutdown: CancellationToken::new(),
             creating: Reservations::default(),
         }
     }
+
+    /// Replaces the prober with one over `client` and `clock`, using this
+    /// state's store and tenant secrets.
+    pub fn with_prober(
+        mut self,
+        client: Arc<dyn NodeApi>,
+        clock: Arc<dyn Clock>,
+        options: ProberOptions,
+    ) -> AppState {
+        self.prober = prober(&self.store, &self.secrets, client, clock, options);
+        self
+    }
+}
+
+fn prober(
+    store: &Arc<dyn Store>,
+    secrets: &Arc<Secrets>,
+    client: Arc<dyn NodeApi>,
+    clock: Arc<dyn Clock>,
+    options: ProberOptions,
+) -> Arc<Prober> {
+    let credentials = Arc::new(SealedCredentials { store: store.clone(), secrets: secrets.clone() });
+    Arc::new(Prober::new(store.clone(), credentials, client, clock, options))
 }
 
 impl fmt::Debug for AppState {

@@ -3,6 +3,7 @@
 mod accounts;
 mod downloads;
 mod errors;
+mod health;
 mod machine_config;
 mod machines;
 mod matrix;
@@ -27,6 +28,10 @@ use tempfile::TempDir;
 
 /// The login signing key of the test application.
 pub(crate) const SIGNING_KEY: &[u8; 32] = b"0123456789abcdef0123456789abcdef";
+/// The key that seals tenant secrets in the test application; tests that
+/// need a tenant's CA open its bundle with it.
+pub(crate) const SEALING_KEY: [u8; 32] = *b"sealing-key-of-the-service-tests";
+
 /// The bootstrap admin's password.
 pub(crate) const ADMIN_PASSWORD: &str = "admin-password";
 
@@ -96,7 +101,7 @@ pub(crate) async fn harness_with(
     let auth = Arc::new(Authenticator::new(store.clone(), auth_options).await.expect("authenticator"));
     bootstrap_admin(&auth, Some(SecretString::from(ADMIN_PASSWORD))).await.expect("bootstrap");
     let (token, _) = auth.login("admin", &SecretString::from(ADMIN_PASSWORD)).await.expect("admin login");
-    let sealer = Sealer::new(SealingKey::generate("test").expect("a sealing key"));
+    let sealer = Sealer::new(SealingKey::new("test", SEALING_KEY).expect("a sealing key"));
     // Keys are made on demand: a pool's thread would compete with parallel tests.
     let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
     let state = AppState::new(store.clone(), auth, secrets.expect("secrets"), options);

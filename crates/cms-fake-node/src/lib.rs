@@ -1,0 +1,36 @@
+//! A fake Talos node API (apid) for tests: the real gRPC service over mTLS,
+//! with behaviour the test controls and a record of the calls it got.
+//!
+//! ```no_run
+//! # async fn demo(bundle: cms_talos::SecretsBundle) -> Result<(), cms_fake_node::FakeNodeError> {
+//! use cms_fake_node::{FakeNode, FakeNodeOptions, Method};
+//!
+//! let node = FakeNode::start(FakeNodeOptions::new(bundle.os_ca().clone()).version("v1.14.0")).await?;
+//! // ... point a machine's managementAddress at node.addr() and probe it ...
+//! assert!(node.calls().iter().all(|call| call.method == Method::Version));
+//! node.stop();
+//! # Ok(()) }
+//! ```
+//!
+//! - It serves with a certificate that `ca` issues for the loopback
+//!   addresses, and accepts only client certificates that `client_ca`
+//!   (by default `ca`) signed: TLS is verified both ways, as apid does.
+//!   With [`FakeNodeOptions::maintenance`] it also takes clients without a
+//!   certificate, like a metal host that has no config yet.
+//! - [`FakeNode::set_version`], [`FakeNode::set_latency`] and
+//!   [`FakeNode::set_failure`] change its answers while it runs;
+//!   [`FakeNode::stop`] takes it off the network (connections are refused).
+//! - [`FakeNode::calls`] lists every call that reached the service, in order,
+//!   with its method, payload, `node` metadata and time. [`Call::seq`] orders
+//!   calls across all fake nodes of one process.
+//!
+//! The `cms-fake-node` binary runs one from the command line for tests of the
+//! real server; it prints `listening on <addr>`, then one `call {json}` line
+//! per call.
+
+mod node;
+mod service;
+mod tls;
+
+pub use node::{FakeNode, FakeNodeError, FakeNodeOptions};
+pub use service::{Call, Failure, Method, Payload};

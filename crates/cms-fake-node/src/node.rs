@@ -1,0 +1,205 @@
+//! Starting, steering and stopping one fake node.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cms_nodeapi::proto::machine::machine_service_server::MachineServiceServer;
+use cms_talos::CertificateAuthority;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::service::{Behaviour, Call, Failure, FakeMachineService, OnCall, Shared};
+use crate::tls::{accept_loop, server_config};
+
+/// Why a fake node could not start.
+#[derive(Debug, Error)]
+pub enum FakeNodeError {
+    #[error("could not listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not issue the serving certificate")]
+    Certificate(#[from] cms_talos::TalosError),
+    #[error("tls setup failed: {0}")]
+    Tls(String),
+}
+
+/// How a fake node starts.
+pub struct FakeNodeOptions {
+    listen: SocketAddr,
+    ca: CertificateAuthority,
+    client_ca: Option<CertificateAuthority>,
+    sans: Vec<String>,
+    maintenance: bool,
+    behaviour: Behaviour,
+    on_call: Option<OnCall>,
+}
+
+impl std::fmt::Debug for FakeNodeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeNodeOptions")
+            .field("listen", &self.listen)
+            .field("maintenance", &self.maintenance)
+            .field("behaviour", &self.behaviour)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeNodeOptions {
+    /// A node on `127.0.0.1:0` whose serving certificate `ca` issues and
+    /// which accepts client certificates from `ca`; it runs `v1.14.0`,
+    /// answers at once and never fails.
+    pub fn new(ca: CertificateAuthority) -> FakeNodeOptions {
+        FakeNodeOptions {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            ca,
+            client_ca: None,
+            sans: vec!["127.0.0.1".into(), "::1".into(), "localhost".into()],
+            maintenance: false,
+            behaviour: Behaviour {
+                version: "v1.14.0".into(),
+                hostname: "fake-node".into(),
+                latency: Duration::ZERO,
+                failure: None,
+            },
+            on_call: None,
+        }
+    }
+
+    /// Where to listen; the certificate also names this IP.
+    pub fn listen(mut self, addr: SocketAddr) -> FakeNodeOptions {
+        self.listen = addr;
+        if !addr.ip().is_unspecified() {
+            self.sans.push(addr.ip().to_string());
+        }
+        self
+    }
+
+    /// Accepts client certificates from this CA instead of the serving one.
+    pub fn client_ca(mut self, ca: CertificateAuthority) -> FakeNodeOptions {
+        self.client_ca = Some(ca);
+        self
+    }
+
+    /// The Talos tag `Version` answers, such as `v1.14.0`.
+    pub fn version(mut self, tag: impl Into<String>) -> FakeNodeOptions {
+        self.behaviour.version = tag.into();
+        self
+    }
+
+    /// The hostname in the answers' metadata.
+    pub fn hostname(mut self, hostname: impl Into<String>) -> FakeNodeOptions {
+        self.behaviour.hostname = hostname.into();
+        self
+    }
+
+    /// How long every call waits before it answers.
+    pub fn latency(mut self, latency: Duration) -> FakeNodeOptions {
+        self.behaviour.latency = latency;
+        self
+    }
+
+    /// Every call fails with this status.
+    pub fn failure(mut self, code: tonic::Code, message: impl Into<String>) -> FakeNodeOptions {
+        self.behaviour.failure = Some(Failure { code, message: message.into() });
+        self
+    }
+
+    /// Maintenance mode: clients without a certificate are served too.
+    pub fn maintenance(mut self) -> FakeNodeOptions {
+        self.maintenance = true;
+        self
+    }
+
+    /// Calls `on_call` with every call as it arrives.
+    pub fn on_call(mut self, on_call: impl Fn(&Call) + Send + Sync + 'static) -> FakeNodeOptions {
+        self.on_call = Some(Box::new(on_call));
+        self
+    }
+}
+
+/// A running fake node. Dropping it stops it.
+#[derive(Debug)]
+pub struct FakeNode {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl FakeNode {
+    /// Binds, then serves on the current tokio runtime.
+    pub async fn start(options: FakeNodeOptions) -> Result<FakeNode, FakeNodeError> {
+        let client_ca = options.client_ca.as_ref().unwrap_or(&options.ca);
+        let config = server_config(&options.ca, client_ca, &options.sans, options.maintenance)?;
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
+        let addr =
+            listener.local_addr().map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
+        let shared = Arc::new(Shared {
+            behaviour: Mutex::new(options.behaviour),
+            calls: Mutex::new(Vec::new()),
+            on_call: options.on_call,
+        });
+        let (sender, receiver) = mpsc::channel(64);
+        let accept = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), sender));
+        let service = MachineServiceServer::new(FakeMachineService { shared: shared.clone() });
+        let serve = tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(ReceiverStream::new(receiver))
+                .await;
+        });
+        Ok(FakeNode { addr, shared, tasks: vec![accept, serve] })
+    }
+
+    /// The bound address; put it in a machine's `spec.managementAddress`.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every call so far, in arrival order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.calls().clone()
+    }
+
+    /// Forgets the calls so far.
+    pub fn clear_calls(&self) {
+        self.shared.calls().clear();
+    }
+
+    /// The Talos tag `Version` answers from now on.
+    pub fn set_version(&self, tag: impl Into<String>) {
+        self.shared.behaviour().version = tag.into();
+    }
+
+    /// How long calls wait from now on.
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.behaviour().latency = latency;
+    }
+
+    /// Makes calls fail with a status from now on, or succeed again (`None`).
+    pub fn set_failure(&self, failure: Option<Failure>) {
+        self.shared.behaviour().failure = failure;
+    }
+
+    /// Stops listening and serving: new connections are refused.
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for FakeNode {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The fake `MachineService`: answers as the test set it, and records calls.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use cms_nodeapi::proto::common::Metadata;
+use cms_nodeapi::proto::machine::machine_service_server::MachineService;
+use cms_nodeapi::proto::machine::{
+    ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, FeaturesInfo, PlatformInfo,
+    Upgrade, UpgradeRequest, UpgradeResponse, Version, VersionInfo, VersionResponse,
+};
+use tonic::{Request, Response, Status};
+
+use crate::tls::PeerInfo;
+
+/// Orders calls across every fake node of the process.
+static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+/// The node API method a call named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Version,
+    ApplyConfiguration,
+    Upgrade,
+}
+
+impl Method {
+    /// The method's gRPC name, such as `Version`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Version => "Version",
+            Method::ApplyConfiguration => "ApplyConfiguration",
+            Method::Upgrade => "Upgrade",
+        }
+    }
+}
+
+/// What a call carried.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    /// `google.protobuf.Empty`.
+    Empty,
+    ApplyConfiguration(ApplyConfigurationRequest),
+    Upgrade(UpgradeRequest),
+}
+
+/// One call that reached the fake node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// Increases across every fake node of the process.
+    pub seq: u64,
+    /// When the call arrived, before any latency.
+    pub at: SystemTime,
+    pub method: Method,
+    pub payload: Payload,
+    /// The `node` metadata, when the caller routed the call.
+    pub node: Option<String>,
+    /// Whether the caller presented a client certificate (always, unless
+    /// the node is in maintenance mode).
+    pub client_certificate: bool,
+}
+
+/// How a call fails: a gRPC status code and message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub code: tonic::Code,
+    pub message: String,
+}
+
+/// What the node answers; shared with its handle.
+#[derive(Debug, Clone)]
+pub(crate) struct Behaviour {
+    pub(crate) version: String,
+    pub(crate) hostname: String,
+    pub(crate) latency: Duration,
+    pub(crate) failure: Option<Failure>,
+}
+
+/// A callback for every call as it arrives.
+pub(crate) type OnCall = Box<dyn Fn(&Call) + Send + Sync>;
+
+/// The state a node's service and its handle share.
+pub(crate) struct Shared {
+    pub(crate) behaviour: Mutex<Behaviour>,
+    pub(crate) calls: Mutex<Vec<Call>>,
+    /// Called with every call as it arrives (the binary prints them).
+    pub(crate) on_call: Option<OnCall>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("behaviour", &*self.behaviour()).finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) fn behaviour(&self) -> std::sync::MutexGuard<'_, Behaviour> {
+        self.behaviour.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn calls(&self) -> std::sync::MutexGuard<'_, Vec<Call>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a call, waits the latency, then fails or gives the behaviour.
+    async fn serve<T>(
+        &self,
+        method: Method,
+        payload: Payload,
+        request: &Request<T>,
+    ) -> Result<Behaviour, Status> {
+        let call = Call {
+            seq: SEQUENCE.fetch_add(1, Ordering::SeqCst),
+            at: SystemTime::now(),
+            method,
+            payload,
+            node: request.metadata().get("node").and_then(|value| value.to_str().ok()).map(str::to_string),
+            client_certificate: request
+                .extensions()
+                .get::<PeerInfo>()
+                .is_some_and(|peer| peer.client_certificate),
+        };
+        if let Some(on_call) = &self.on_call {
+            on_call(&call);
+        }
+        self.calls().push(call);
+        let behaviour = self.behaviour().clone();
+        tokio::time::sleep(behaviour.latency).await;
+        match &behaviour.failure {
+            Some(failure) => Err(Status::new(failure.code, failure.message.clone())),
+            None => Ok(behaviour),
+        }
+    }
+}
+
+/// The gRPC service over the shared state.
+#[derive(Debug, Clone)]
+pub(crate) struct FakeMachineService {
+    pub(crate) shared: Arc<Shared>,
+}
+
+fn metadata(behaviour: &Behaviour) -> Option<Metadata> {
+    Some(Metadata { hostname: behaviour.hostname.clone(), ..Metadata::default() })
+}
+
+#[tonic::async_trait]
+impl MachineService for FakeMachineService {
+    async fn apply_configuration(
+        &self,
+        request: Request<ApplyConfigurationRequest>,
+    ) -> Result<Response<ApplyConfigurationResponse>, Status> {
+        let payload = Payload::ApplyConfiguration(request.get_ref().clone());
+        let behaviour = self.shared.serve(Method::ApplyConfiguration, payload, &request).await?;
+        let request = request.into_inner();
+        let message = ApplyConfiguration {
+            metadata: metadata(&behaviour),
+            warnings: Vec::new(),
+            mode: request.mode,
+            mode_details: format!("applied {} bytes", request.data.len()),
+        };
+        Ok(Response::new(ApplyConfigurationResponse { messages: vec![message] }))
+    }
+
+    async fn upgrade(&self, request: Request<UpgradeRequest>) -> Result<Response<UpgradeResponse>, Status> {
+        let payload = Payload::Upgrade(request.get_ref().clone());
+        let behaviour = self.shared.serve(Method::Upgrade, payload, &request).await?;
+        let message = Upgrade {
+            metadata: metadata(&behaviour),
+            ack: "Upgrade request received".into(),
+            actor_id: format!("fake-{}", SEQUENCE.load(Ordering::SeqCst)),
+        };
+        Ok(Response::new(UpgradeResponse { messages: vec![message] }))
+    }
+
+    async fn version(&self, request: Request<()>) -> Result<Response<VersionResponse>, Status> {
+        let behaviour = self.shared.serve(Method::Version, Payload::Empty, &request).await?;
+        let message = Version {
+            metadata: metadata(&behaviour),
+            version: Some(VersionInfo {
+                tag: behaviour.version.clone(),
+                os: "linux".into(),
+                arch: "amd64".into(),
+                ..VersionInfo::default()
+            }),
+            platform: Some(PlatformInfo { name: "metal".into(), mode: "metal".into() }),
+            features: Some(FeaturesInfo { rbac: true }),
+        };
+        Ok(Response::new(VersionResponse { messages: vec![message] }))
+    }
+}

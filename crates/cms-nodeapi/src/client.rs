@@ -1,0 +1,280 @@
+//! The node API calls cms makes, behind the [`NodeApi`] seam, and the real
+//! client over tonic.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::error::NodeApiError;
+use crate::proto::common::Metadata;
+use crate::proto::machine::apply_configuration_request::Mode;
+use crate::proto::machine::machine_service_client::MachineServiceClient;
+use crate::proto::machine::{self, upgrade_request::RebootMode};
+use crate::target::NodeTarget;
+use crate::tls::NodeCredentials;
+
+/// What `Version` says about a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeVersion {
+    /// The Talos tag, such as `v1.14.0`.
+    pub tag: String,
+    /// The node's hostname, when it gave one.
+    pub hostname: String,
+    /// The platform, such as `metal`.
+    pub platform: String,
+}
+
+impl NodeVersion {
+    /// The Talos version without the tag's `v`, as tenants spell it: `1.14.0`.
+    pub fn talos_version(&self) -> &str {
+        self.tag.strip_prefix('v').unwrap_or(&self.tag)
+    }
+}
+
+/// How a node takes a new config (`ApplyConfigurationRequest.Mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyMode {
+    Reboot,
+    Auto,
+    NoReboot,
+    Staged,
+    Try,
+}
+
+impl ApplyMode {
+    fn to_proto(self) -> Mode {
+        match self {
+            ApplyMode::Reboot => Mode::Reboot,
+            ApplyMode::Auto => Mode::Auto,
+            ApplyMode::NoReboot => Mode::NoReboot,
+            ApplyMode::Staged => Mode::Staged,
+            ApplyMode::Try => Mode::Try,
+        }
+    }
+}
+
+/// An `ApplyConfiguration` call.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApplyRequest {
+    /// The machine config, YAML.
+    pub config: Vec<u8>,
+    pub mode: ApplyMode,
+    pub dry_run: bool,
+}
+
+impl std::fmt::Debug for ApplyRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A machine config holds the cluster's secrets.
+        f.debug_struct("ApplyRequest")
+            .field("config", &format_args!("[{} bytes]", self.config.len()))
+            .field("mode", &self.mode)
+            .field("dry_run", &self.dry_run)
+            .finish()
+    }
+}
+
+/// What a node said to `ApplyConfiguration`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyOutcome {
+    pub warnings: Vec<String>,
+    pub mode_details: String,
+}
+
+/// An `Upgrade` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeRequest {
+    /// The installer image; see [`installer_image`].
+    pub image: String,
+    /// Keep the ephemeral partition's data.
+    pub preserve: bool,
+    /// Stage the upgrade for the next reboot.
+    pub stage: bool,
+    pub force: bool,
+}
+
+/// What a node said to `Upgrade`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeOutcome {
+    pub ack: String,
+    pub actor_id: String,
+}
+
+/// The installer image of a Talos version (`1.14.0` or `v1.14.0`).
+pub fn installer_image(talos_version: &str) -> String {
+    format!("ghcr.io/siderolabs/installer:v{}", talos_version.trim_start_matches('v'))
+}
+
+/// The node API calls cms makes: the IO seam that probes, provisioning and
+/// upgrades go through.
+#[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
+#[async_trait]
+pub trait NodeApi: Send + Sync + 'static {
+    /// `MachineService/Version`: the Talos version the node runs.
+    async fn version(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<NodeVersion, NodeApiError>;
+
+    /// `MachineService/ApplyConfiguration`; with
+    /// [`NodeCredentials::maintenance`] for a metal host that has no config.
+    async fn apply_configuration(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: ApplyRequest,
+    ) -> Result<ApplyOutcome, NodeApiError>;
+
+    /// `MachineService/Upgrade`.
+    async fn upgrade(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: UpgradeRequest,
+    ) -> Result<UpgradeOutcome, NodeApiError>;
+}
+
+/// The real client: one connection per call, bounded by a timeout that
+/// covers connecting, the TLS handshake and the call.
+#[derive(Debug, Clone)]
+pub struct TalosNodeClient {
+    timeout: Duration,
+}
+
+impl TalosNodeClient {
+    /// A client whose calls give up after `timeout`.
+    pub fn new(timeout: Duration) -> TalosNodeClient {
+        TalosNodeClient { timeout }
+    }
+
+    async fn connect(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<MachineServiceClient<Channel>, NodeApiError> {
+        let endpoint = target.endpoint();
+        let server_name = target.server_name()?;
+        let connector = TlsConnector::from(credentials.client_config());
+        let address = endpoint.clone();
+        let connect = tower::service_fn(move |_: Uri| {
+            let (connector, address, server_name) = (connector.clone(), address.clone(), server_name.clone());
+            async move {
+                let tcp = TcpStream::connect(address).await?;
+                tcp.set_nodelay(true)?;
+                let tls = connector.connect(server_name, tcp).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(tls))
+            }
+        });
+        let channel = Endpoint::from_shared(format!("https://{endpoint}"))
+            .map_err(|_| NodeApiError::InvalidAddress(endpoint.clone()))?
+            .connect_timeout(self.timeout)
+            .timeout(self.timeout)
+            .connect_with_connector(connect)
+            .await
+            .map_err(|source| NodeApiError::Connect { endpoint, source })?;
+        Ok(MachineServiceClient::new(channel))
+    }
+}
+
+/// A request with the `node` metadata when the call is routed.
+fn request<T>(target: &NodeTarget, message: T) -> Result<tonic::Request<T>, NodeApiError> {
+    let mut request = tonic::Request::new(message);
+    if let Some(node) = target.node() {
+        let value = node.parse().map_err(|_| NodeApiError::InvalidAddress(node.to_string()))?;
+        request.metadata_mut().insert("node", value);
+    }
+    Ok(request)
+}
+
+fn status(target: &NodeTarget) -> impl FnOnce(tonic::Status) -> NodeApiError + '_ {
+    move |status| NodeApiError::Status { endpoint: target.endpoint(), status: Box::new(status) }
+}
+
+/// The first message of an answer, or the error a node reported in it.
+fn first<T>(
+    target: &NodeTarget,
+    messages: Vec<T>,
+    metadata: impl Fn(&T) -> Option<&Metadata>,
+) -> Result<T, NodeApiError> {
+    let message = messages.into_iter().next().ok_or_else(|| NodeApiError::EmptyAnswer(target.endpoint()))?;
+    if let Some(meta) = metadata(&message).filter(|meta| !meta.error.is_empty()) {
+        return Err(NodeApiError::Node { hostname: meta.hostname.clone(), message: meta.error.clone() });
+    }
+    Ok(message)
+}
+
+#[async_trait]
+impl NodeApi for TalosNodeClient {
+    async fn version(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<NodeVersion, NodeApiError> {
+        let mut client = self.connect(target, credentials).await?;
+        let answer = client.version(request(target, ())?).await.map_err(status(target))?.into_inner();
+        let message = first(target, answer.messages, |m| m.metadata.as_ref())?;
+        Ok(NodeVersion {
+            tag: message.version.map(|v| v.tag).unwrap_or_default(),
+            hostname: message.metadata.map(|m| m.hostname).unwrap_or_default(),
+            platform: message.platform.map(|p| p.name).unwrap_or_default(),
+        })
+    }
+
+    async fn apply_configuration(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        apply: ApplyRequest,
+    ) -> Result<ApplyOutcome, NodeApiError> {
+        let mut client = self.connect(target, credentials).await?;
+        let message = machine::ApplyConfigurationRequest {
+            data: apply.config,
+            mode: apply.mode.to_proto().into(),
+            dry_run: apply.dry_run,
+        };
+        let answer =
+            client.apply_configuration(request(target, message)?).await.map_err(status(target))?.into_inner();
+        let message = first(target, answer.messages, |m| m.metadata.as_ref())?;
+        Ok(ApplyOutcome { warnings: message.warnings, mode_details: message.mode_details })
+    }
+
+    async fn upgrade(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        upgrade: UpgradeRequest,
+    ) -> Result<UpgradeOutcome, NodeApiError> {
+        let mut client = self.connect(target, credentials).await?;
+        let message = machine::UpgradeRequest {
+            image: upgrade.image,
+            preserve: upgrade.preserve,
+            stage: upgrade.stage,
+            force: upgrade.force,
+            reboot_mode: RebootMode::Default.into(),
+        };
+        let answer = client.upgrade(request(target, message)?).await.map_err(status(target))?.into_inner();
+        let message = first(target, answer.messages, |m| m.metadata.as_ref())?;
+        Ok(UpgradeOutcome { ack: message.ack, actor_id: message.actor_id })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn installer_images_carry_the_v() {
+        assert_eq!(installer_image("1.14.0"), "ghcr.io/siderolabs/installer:v1.14.0");
+        assert_eq!(installer_image("v1.9.6"), "ghcr.io/siderolabs/installer:v1.9.6");
+    }
+
+    #[test]
+    fn versions_drop_the_v() {
+        let version = NodeVersion { tag: "v1.14.0".into(), hostname: String::new(), platform: String::new() };
+        assert_eq!(version.talos_version(), "1.14.0");
+    }
+}

@@ -1,0 +1,37 @@
+//! What can fail when cms talks to a node.
+
+use thiserror::Error;
+
+/// A failed node API call.
+#[derive(Debug, Error)]
+pub enum NodeApiError {
+    /// The address is not `IP:port`, `IP`, `host:port` or `host`.
+    #[error("invalid node address {0:?}")]
+    InvalidAddress(String),
+    /// A certificate or key could not be loaded.
+    #[error("invalid node API credentials: {0}")]
+    Credentials(String),
+    /// A client certificate could not be issued.
+    #[error("could not issue a node API client certificate")]
+    Certificate(#[source] cms_talos::TalosError),
+    /// No connection (TCP or TLS) could be made.
+    #[error("could not connect to {endpoint}")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The call failed with a gRPC status (including deadlines).
+    #[error("{endpoint} answered {}: {}", .status.code(), .status.message())]
+    Status {
+        endpoint: String,
+        #[source]
+        status: Box<tonic::Status>,
+    },
+    /// A node reported an error inside an otherwise successful answer.
+    #[error("node {hostname:?} reported: {message}")]
+    Node { hostname: String, message: String },
+    /// The answer carried no message at all.
+    #[error("{0} sent an empty answer")]
+    EmptyAnswer(String),
+}

@@ -1,0 +1,53 @@
+//! The Talos node API (apid) client of `cms`: gRPC with tonic and prost over
+//! mTLS, on `.proto` files written from the field numbers that
+//! `../shared/talos/README.md` gives.
+//!
+//! - [`NodeApi`]: the IO seam (`Version`, `ApplyConfiguration`, `Upgrade`),
+//!   mocked as `MockNodeApi` under the `testsuite` feature;
+//!   [`TalosNodeClient`] is the real client.
+//! - [`NodeCredentials`]: the tenant's OS CA as the only root and a client
+//!   certificate it signs, or the insecure maintenance mode of a metal host
+//!   that has no config yet.
+//! - [`NodeTarget`]: where to connect (port [`NODE_API_PORT`] unless the
+//!   address names one) and the `node` metadata that routes a call through
+//!   an endpoint to another node.
+//! - [`proto`]: the generated messages, client and server; the fake node
+//!   serves the same service.
+//!
+//! This is its own crate, apart from `cms-talos`, so that the pure Talos
+//! functions stay free of tokio, tonic and sockets.
+
+mod client;
+mod error;
+mod target;
+mod tls;
+
+#[cfg(any(test, feature = "testsuite"))]
+pub use client::MockNodeApi;
+pub use client::{
+    ApplyMode, ApplyOutcome, ApplyRequest, NodeApi, NodeVersion, TalosNodeClient, UpgradeOutcome,
+    UpgradeRequest, installer_image,
+};
+pub use error::NodeApiError;
+pub use target::{NODE_API_PORT, NodeTarget};
+pub use tls::{NodeCredentials, load_private_key};
+
+/// The generated protobuf messages and gRPC stubs.
+#[allow(clippy::all, clippy::pedantic, missing_debug_implementations, unreachable_pub)]
+pub mod proto {
+    /// Talos's `common` package.
+    pub mod common {
+        tonic::include_proto!("common");
+    }
+    /// Talos's `machine` package: `MachineService`.
+    pub mod machine {
+        tonic::include_proto!("machine");
+    }
+    /// `google.rpc.Status`.
+    pub mod google {
+        /// The `google.rpc` package.
+        pub mod rpc {
+            tonic::include_proto!("google.rpc");
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Health probes of tenant clusters, on request only: there is no
+//! background scraping.
+//!
+//! A probe asks the tenant's machines for their Talos version through the
+//! node API, control planes first and then workers, each within 2 s, and
+//! stops at the first answer. [`Prober`] caches each tenant's result for
+//! 15 s, as told by an injectable [`Clock`], and concurrent requests for one
+//! tenant share one probe (single flight). [`Prober::all`] probes every
+//! tenant with bounded parallelism.
+//!
+//! The seams: the node API ([`cms_nodeapi::NodeApi`]), the tenant's
+//! credentials ([`TenantCredentials`]) and the clock.
+
+mod clock;
+mod credentials;
+mod error;
+mod health;
+mod probe;
+mod prober;
+
+#[cfg(any(test, feature = "testsuite"))]
+pub use clock::MockClock;
+pub use clock::{Clock, ManualClock, SystemClock};
+#[cfg(any(test, feature = "testsuite"))]
+pub use credentials::MockTenantCredentials;
+pub use credentials::TenantCredentials;
+pub use error::ProberError;
+pub use health::{Health, NO_CREDENTIALS, NO_REACHABLE_MACHINES};
+pub use prober::{Prober, ProberOptions};

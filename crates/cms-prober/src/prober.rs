@@ -1,0 +1,164 @@
+//! The prober: a per-tenant cache of results, single flight for concurrent
+//! requests, and the all-tenants sweep.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cms_model::{Kind, Page};
+use cms_nodeapi::NodeApi;
+use cms_store::{Key, Store};
+use futures_util::StreamExt;
+use tokio::sync::OnceCell;
+
+use crate::clock::Clock;
+use crate::credentials::TenantCredentials;
+use crate::error::ProberError;
+use crate::health::{Health, NO_CREDENTIALS, NO_REACHABLE_MACHINES};
+use crate::probe;
+
+/// How probes are bounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProberOptions {
+    /// How long one machine may take to answer.
+    pub per_machine: Duration,
+    /// How long a tenant's result is served from the cache.
+    pub cache_ttl: Duration,
+    /// How many tenants `GET /health` probes at once.
+    pub parallelism: usize,
+}
+
+impl Default for ProberOptions {
+    fn default() -> ProberOptions {
+        ProberOptions {
+            per_machine: Duration::from_secs(2),
+            cache_ttl: Duration::from_secs(15),
+            parallelism: 16,
+        }
+    }
+}
+
+/// A finished probe and when it finished.
+#[derive(Debug)]
+struct Finished {
+    health: Health,
+    at: DateTime<Utc>,
+}
+
+/// One tenant's slot: empty while its probe runs, which every concurrent
+/// request then awaits, and set once it finished.
+type Slot = Arc<OnceCell<Finished>>;
+
+/// Probes tenants on request and caches the results.
+pub struct Prober {
+    store: Arc<dyn Store>,
+    credentials: Arc<dyn TenantCredentials>,
+    client: Arc<dyn NodeApi>,
+    clock: Arc<dyn Clock>,
+    options: ProberOptions,
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+impl fmt::Debug for Prober {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Prober").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+impl Prober {
+    pub fn new(
+        store: Arc<dyn Store>,
+        credentials: Arc<dyn TenantCredentials>,
+        client: Arc<dyn NodeApi>,
+        clock: Arc<dyn Clock>,
+        options: ProberOptions,
+    ) -> Prober {
+        Prober { store, credentials, client, clock, options, slots: Mutex::new(HashMap::new()) }
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &ProberOptions {
+        &self.options
+    }
+
+    /// The health of `tenant`: cached if younger than the cache lifetime,
+    /// else from the probe under way, else from a new probe.
+    pub async fn tenant(&self, tenant: &str) -> Result<Health, ProberError> {
+        if self.store.get(&Key::tenant(tenant)).is_none() {
+            self.lock().remove(tenant);
+            return Err(ProberError::TenantNotFound(tenant.to_string()));
+        }
+        let slot = self.slot(tenant);
+        let finished = slot.get_or_init(|| self.probe(tenant)).await;
+        Ok(finished.health.clone())
+    }
+
+    /// The health of every tenant, by name, probing up to
+    /// [`ProberOptions::parallelism`] at once.
+    pub async fn all(&self) -> Vec<Health> {
+        let page = Page { limit: usize::MAX, offset: 0 };
+        let names: Vec<String> = self
+            .store
+            .list(Kind::Tenant, None, page)
+            .items
+            .iter()
+            .map(|object| object.key.name.clone())
+            .collect();
+        futures_util::stream::iter(names)
+            .map(|name| async move { self.tenant(&name).await })
+            .buffered(self.options.parallelism.max(1))
+            .filter_map(|result| async move { result.ok() })
+            .collect()
+            .await
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The slot to await: the running probe, a fresh result, or a new slot.
+    fn slot(&self, tenant: &str) -> Slot {
+        let now = self.clock.now();
+        let ttl = chrono::Duration::from_std(self.options.cache_ttl).unwrap_or(chrono::Duration::MAX);
+        let mut slots = self.lock();
+        if let Some(slot) = slots.get(tenant) {
+            let usable = match slot.get() {
+                None => true,
+                Some(finished) => now >= finished.at && now - finished.at < ttl,
+            };
+            if usable {
+                return slot.clone();
+            }
+        }
+        let slot = Slot::default();
+        slots.insert(tenant.to_string(), slot.clone());
+        slot
+    }
+
+    async fn probe(&self, tenant: &str) -> Finished {
+        let machines = probe::machines(self.store.as_ref(), tenant);
+        let count = machines.len() as u64;
+        let Some(credentials) = self.credentials.credentials(tenant).await else {
+            return Finished {
+                health: Health::unreachable(tenant, count, NO_CREDENTIALS),
+                at: self.clock.now(),
+            };
+        };
+        let answer = probe::first_answer(
+            self.client.as_ref(),
+            &credentials,
+            tenant,
+            &machines,
+            self.options.per_machine,
+        )
+        .await;
+        let at = self.clock.now();
+        let health = match answer {
+            Some(version) => Health::reachable(tenant, count, &version, at),
+            None => Health::unreachable(tenant, count, NO_REACHABLE_MACHINES),
+        };
+        Finished { health, at }
+    }
+}
