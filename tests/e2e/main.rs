@@ -6,6 +6,7 @@
 
 mod auth;
 mod cli_accounts;
+mod cli_health;
 mod cli_provisioning;
 mod cli_resources;
 mod cli_walkthrough;

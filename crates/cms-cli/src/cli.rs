@@ -72,6 +72,8 @@ pub(crate) enum Command {
     Talosconfig(DownloadArgs),
     /// Download a tenant's Talos secrets bundle (admins only)
     Secrets(DownloadArgs),
+    /// Probe the health of one tenant's cluster, or of every tenant's
+    Health(HealthArgs),
     /// Machine documents
     #[command(subcommand)]
     Machine(MachineCommand),
@@ -170,6 +172,12 @@ pub(crate) struct KubeconfigArgs {
     /// Kubeconfig to merge into (default: the first of $KUBECONFIG, else ~/.kube/config)
     #[arg(long, value_name = "FILE", requires = "merge")]
     pub(crate) kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HealthArgs {
+    /// The tenant (default: every tenant)
+    pub(crate) tenant: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

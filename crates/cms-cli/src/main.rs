@@ -13,6 +13,7 @@ mod downloads;
 mod edit;
 mod failure;
 mod get;
+mod health;
 mod kinds;
 mod kubeconfig;
 mod output;
@@ -64,6 +65,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Talosconfig(args) => downloads::talosconfig(&client, args),
         Command::Secrets(args) => downloads::secrets(&client, args),
         Command::Machine(MachineCommand::Config(args)) => downloads::machine_config(&client, args),
+        Command::Health(args) => health::health(&client, args.tenant.as_deref(), format),
         Command::Users(command) => accounts::users(&client, command, format),
         Command::Tokens(command) => accounts::tokens(&client, command, &resolved, format),
         Command::Version(_) => version::both(&client, format),
