@@ -200,3 +200,29 @@ async fn deletion_keeps_finalizers_until_destroy_succeeds() {
     assert!(machines(f.store.as_ref(), "acme").is_empty());
     assert!(!f.ctx.tofu.workspace_dir("acme").exists());
 }
+
+#[tokio::test]
+async fn cloud_instances_boot_with_rendered_configs() {
+    let mut tenant: Tenant = serde_json::from_value(json!({
+        "metadata": {"name": "acme"},
+        "spec": {"kubernetesVersion": "1.31.1", "nodeGroups": [
+            {"name": "cp", "role": "controlplane", "count": 2, "providerClass": "openstack:m1.large",
+             "providerConfig": {"imageId": "img", "networkId": "net"}, "configPatches": []},
+        ]}
+    }))
+    .unwrap();
+    assert!(matches!(crate::desired(&tenant, None).await, Err(crate::ReconcileError::Invalid(_))));
+    let mut configs = crate::MockMachineConfigs::new();
+    configs
+        .expect_render()
+        .withf(|tenant, group, role| {
+            tenant == "acme" && group == "cp" && *role == cms_model::Role::ControlPlane
+        })
+        .times(1)
+        .returning(|_, _, _| Ok("machine: {}\n".to_string()));
+    let plan = crate::desired(&tenant, Some(&configs)).await.unwrap();
+    assert_eq!(plan.machines.len(), 2);
+    assert!(plan.machines.iter().all(|m| m.user_data.as_deref() == Some("machine: {}\n")));
+    tenant.spec.node_groups = None;
+    assert!(crate::desired(&tenant, None).await.unwrap().machines.is_empty());
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cms_reconciler::{Backoff, Context, ControllerOptions, PendingApplier};
+use cms_service::{Secrets, StoreMachineConfigs};
 use cms_store::Store;
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use secrecy::SecretString;
@@ -22,8 +23,9 @@ pub(crate) struct Provisioning {
 }
 
 impl Provisioning {
-    /// Starts the controller on `store`.
-    pub(crate) fn start(settings: &Settings, store: Arc<dyn Store>) -> Provisioning {
+    /// Starts the controller on `store`; cloud instances boot with configs
+    /// rendered from `secrets`.
+    pub(crate) fn start(settings: &Settings, store: Arc<dyn Store>, secrets: Arc<Secrets>) -> Provisioning {
         let credentials = Credentials::from_env();
         tracing::info!(binary = %settings.tofu_binary.display(), ?credentials, "provisioning with the tool");
         let options = TofuOptions {
@@ -38,11 +40,12 @@ impl Provisioning {
         let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
         // The node API client comes with the health work; until it is wired,
         // metal machine configs are reported as pending, never as applied.
+        let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets));
         let ctx = Arc::new(Context {
             store,
             tofu,
             applier: Arc::new(PendingApplier),
-            configs: None,
+            configs: Some(configs),
             resync: settings.resync_interval,
         });
         let controller =

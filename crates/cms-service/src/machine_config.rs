@@ -45,8 +45,30 @@ pub(crate) async fn get(
     let role = machine_role(&machine, groups).ok_or_else(|| {
         ApiError::Conflict(format!("machine {id:?} names no node group and reports no role"))
     })?;
-    let addresses = control_plane::addresses(store, &tenant)?;
-    control_plane::endpoint(&tenant, &addresses)?;
+    let yaml = render(store, &state.secrets, &tenant, group, role).await?;
+    tracing::info!(
+        user = %caller.user,
+        role = caller.role.as_str(),
+        tenant = %tenant_name,
+        machine = %id,
+        machine_role = role.as_str(),
+        "read a machine config"
+    );
+    Ok(yaml_download(yaml, &format!("{tenant_name}-{id}.yaml")))
+}
+
+/// The complete config of a machine of `role` in `group` of `tenant`: the
+/// generated base, then the tenant's and the group's config patches.
+pub(crate) async fn render(
+    store: &dyn cms_store::Store,
+    secrets: &crate::Secrets,
+    tenant: &Tenant,
+    group: Option<&cms_model::NodeGroupSpec>,
+    role: cms_model::Role,
+) -> Result<String, ApiError> {
+    let tenant_name = tenant.metadata.name.clone();
+    let addresses = control_plane::addresses(store, tenant)?;
+    control_plane::endpoint(tenant, &addresses)?;
 
     let available: BTreeMap<String, ConfigPatchSpec> = list_all(store, Kind::ConfigPatch, &tenant_name)
         .iter()
@@ -57,12 +79,13 @@ pub(crate) async fn get(
     let resolution = cms_talos::resolve_patches(&tenant.spec.config_patches, group_refs, &available);
     if !resolution.missing.is_empty() {
         return Err(ApiError::Conflict(format!(
-            "machine {id:?} refers to config patches that do not exist: {}",
+            "the config of a {} machine refers to config patches that do not exist: {}",
+            role.as_str(),
             resolution.missing.iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(", ")
         )));
     }
 
-    let bundle = state.secrets.open(store, &tenant_name).await?;
+    let bundle = secrets.open(store, &tenant_name).await?;
     let talos_version = group
         .and_then(|group| group.talos_version.clone())
         .or_else(|| tenant.spec.talos_version.clone())
@@ -81,14 +104,5 @@ pub(crate) async fn get(
         bundle: &bundle,
         patches: resolution.patches,
     };
-    let yaml = cms_talos::render(&input)?;
-    tracing::info!(
-        user = %caller.user,
-        role = caller.role.as_str(),
-        tenant = %tenant_name,
-        machine = %id,
-        machine_role = role.as_str(),
-        "read a machine config"
-    );
-    Ok(yaml_download(yaml, &format!("{tenant_name}-{id}.yaml")))
+    Ok(cms_talos::render(&input)?)
 }
