@@ -8,7 +8,7 @@ use reqwest::{Method, RequestBuilder};
 use serde_json::Value;
 
 /// The longest one request may take, from sending to the last byte of the body.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A client bound to one server. Cloning is cheap and shares the connection pool.
