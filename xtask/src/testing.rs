@@ -38,14 +38,28 @@ pub(crate) fn run_all() -> Result<Timings> {
     Ok(timings)
 }
 
-/// Builds `cms-server` and the `cms` client, then runs only the end-to-end test binary, passing
-/// `args` to the test runner.
+/// Builds `cms-server`, the `cms` client and the `cms-fake-node` test server, then runs only the
+/// end-to-end test binary, passing `args` to the test runner.
 pub(crate) fn run_e2e(args: &[String]) -> Result<()> {
     let mut timings = Timings::default();
     let engine = timings.measure("test engine", test_engine)?;
     timings.run(
-        "build cms-server and cms",
-        &mut cargo(["build", "-p", "cms-server", "--bin", "cms-server", "-p", "cms-cli", "--bin", "cms"]),
+        "build cms-server, cms and cms-fake-node",
+        &mut cargo([
+            "build",
+            "-p",
+            "cms-server",
+            "--bin",
+            "cms-server",
+            "-p",
+            "cms-cli",
+            "--bin",
+            "cms",
+            "-p",
+            "cms-fake-node",
+            "--bin",
+            "cms-fake-node",
+        ]),
         BUILD_LIMIT,
     )?;
     let mut command = if on_path("cargo-nextest") {

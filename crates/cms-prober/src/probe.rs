@@ -72,3 +72,71 @@ pub(crate) async fn first_answer(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cms_model::Kind;
+    use cms_nodeapi::{MockNodeApi, NodeApiError, NodeVersion};
+    use cms_store::{Key, Object};
+
+    use super::*;
+
+    fn object(name: &str, json: &str) -> Object {
+        Object {
+            key: Key::child(Kind::Machine, "t", name),
+            resource_version: 1,
+            generation: 1,
+            deleting: false,
+            json: json.to_string().into_bytes().into(),
+        }
+    }
+
+    fn target(name: &str, rank: u8, address: Option<&str>) -> ProbeTarget {
+        ProbeTarget { name: name.into(), rank, address: address.map(str::to_string) }
+    }
+
+    #[test]
+    fn roles_and_addresses_are_read_from_the_machine() {
+        let cp = object(
+            "m",
+            r#"{"spec":{"managementAddress":"10.0.0.1:50000"},"status":{"role":"controlplane"}}"#,
+        );
+        assert_eq!(ProbeTarget::from_object(&cp), target("m", 0, Some("10.0.0.1:50000")));
+        let worker = object("w", r#"{"spec":{},"status":{"role":"worker"}}"#);
+        assert_eq!(ProbeTarget::from_object(&worker), target("w", 1, None));
+        assert_eq!(ProbeTarget::from_object(&object("x", "{}")), target("x", 2, None));
+    }
+
+    #[tokio::test]
+    async fn machines_without_a_usable_address_are_skipped_and_the_first_answer_wins() {
+        let mut client = MockNodeApi::new();
+        let mut calls = mockall::Sequence::new();
+        client
+            .expect_version()
+            .withf(|target, _| target.endpoint() == "10.0.0.3:50000")
+            .times(1)
+            .in_sequence(&mut calls)
+            .returning(|_, _| Err(NodeApiError::EmptyAnswer("10.0.0.3:50000".into())));
+        client
+            .expect_version()
+            .withf(|target, _| target.endpoint() == "10.0.0.4:7")
+            .times(1)
+            .in_sequence(&mut calls)
+            .returning(|_, _| {
+                Ok(NodeVersion { tag: "v1.11.2".into(), hostname: "n".into(), platform: "metal".into() })
+            });
+        let targets = [
+            target("no-address", 0, None),
+            target("bad-address", 0, Some("not an address!")),
+            target("failing", 0, Some("10.0.0.3")),
+            target("answering", 1, Some("10.0.0.4:7")),
+        ];
+        let client: Arc<dyn NodeApi> = Arc::new(client);
+        let credentials = NodeCredentials::maintenance();
+        let answer =
+            first_answer(client.as_ref(), &credentials, "t", &targets, Duration::from_millis(100)).await;
+        assert_eq!(answer.as_deref(), Some("1.11.2"));
+    }
+}
