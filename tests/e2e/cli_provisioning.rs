@@ -4,19 +4,20 @@
 //! config, and `wait --for=delete` once the tenant is torn down.
 
 use cms_e2e::cli::Cli;
+use cms_e2e::nodes::{FakeNodeProcess, StoreWriter};
 use serde_json::Value;
 
-use crate::provisioning::{CONVERGE, Engine};
+use crate::provisioning::{CONVERGE, Engine, host_address};
 
-const TENANT: &str = "\
-kind: Tenant
-metadata: {name: omega}
-spec:
-  kubernetesVersion: 1.31.1
-  nodeGroups:
-    - {name: cp, role: controlplane, count: 1, providerClass: 'metal:bare',
-       providerConfig: {hosts: [{address: 10.9.0.1, providerId: rack9-1}]}}
-";
+fn tenant(host: &str) -> String {
+    format!(
+        "kind: Tenant\n\
+         metadata: {{name: omega}}\n\
+         spec:\n  kubernetesVersion: 1.31.1\n  nodeGroups:\n    \
+         - {{name: cp, role: controlplane, count: 1, providerClass: 'metal:bare',\n       \
+         providerConfig: {{hosts: [{{address: {host}, providerId: rack9-1}}]}}}}\n"
+    )
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_ready_and_for_delete_on_a_provisioned_tenant() {
@@ -24,7 +25,15 @@ async fn wait_for_ready_and_for_delete_on_a_provisioned_tenant() {
     let server = engine.options().start().await;
     let cli = Cli::new(&server);
     cli.run_with_input(&["login", "-u", "admin", "--password-stdin"], "e2e-admin-password\n").expect(0);
-    assert_eq!(cli.run_with_input(&["apply", "-f", "-"], TENANT).ok(), "tenant/omega created\n");
+    let host = host_address(9, 1);
+    assert_eq!(cli.run_with_input(&["apply", "-f", "-"], &tenant(&host)).ok(), "tenant/omega created\n");
+    // The host: a fake node in maintenance mode, which takes its config.
+    let store = StoreWriter::open(server.data_dir()).await;
+    let node = FakeNodeProcess::start(
+        &store.os_ca_dir("omega").await,
+        &["--maintenance", "--listen", &format!("{host}:50000")],
+    );
+    drop(store);
 
     let timeout = format!("--timeout={}s", CONVERGE.as_secs());
     let ready = cli.run(&["wait", "tenant/omega", "--for=ready", &timeout]);
@@ -35,7 +44,8 @@ async fn wait_for_ready_and_for_delete_on_a_provisioned_tenant() {
 
     let machines = cli.run(&["get", "machines", "-t", "omega"]);
     assert!(machines.ok().contains("\ncp-0   cp      controlplane   "), "{machines}");
-    assert!(machines.stdout.contains("10.9.0.1:50000"), "{machines}");
+    assert!(machines.stdout.contains(&format!("{host}:50000")), "{machines}");
+    assert!(node.calls().iter().any(|call| call["method"] == "ApplyConfiguration"), "{:?}", node.calls());
     let projected = cli.run(&["get", "projected", "-t", "omega"]);
     assert!(projected.ok().contains("omega    Machine   terraform_data   cp-0"), "{projected}");
     let config = cli.run(&["machine", "config", "cp-0", "-t", "omega", "-f", "-"]);

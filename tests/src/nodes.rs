@@ -51,13 +51,13 @@ pub struct FakeNodeProcess {
 
 impl FakeNodeProcess {
     /// Starts a fake node whose CA is in `ca_dir`, with extra `args` such as
-    /// `--version v1.13.0`, `--latency 30s` or `--fail down`.
+    /// `--version v1.13.0`, `--latency 30s`, `--fail down` or `--listen
+    /// IP:PORT` (by default, a free port on 127.0.0.1).
     #[allow(clippy::disallowed_methods)] // The tests run fake nodes as processes beside the real server.
     pub fn start(ca_dir: &Path, args: &[&str]) -> FakeNodeProcess {
         let mut child = Command::new(fake_node_binary())
             .arg("--ca-dir")
             .arg(ca_dir)
-            .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -115,8 +115,9 @@ pub struct StoreWriter {
 }
 
 impl StoreWriter {
-    /// Opens the store and the sealing key file in `data_dir`. The server
-    /// that used them must have stopped.
+    /// Opens the store and the sealing key file in `data_dir`. Reading, such
+    /// as [`StoreWriter::os_ca_dir`], works while the server runs (SQLite in
+    /// WAL mode); writes need it stopped, since its cache would miss them.
     pub async fn open(data_dir: &DataDir) -> StoreWriter {
         let url = format!("sqlite://{}?mode=rwc", data_dir.path().join("cms.db").display());
         let store = SqlStore::open(&StoreOptions::new(url)).await.expect("the server's store opens");

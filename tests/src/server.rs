@@ -239,6 +239,12 @@ impl Stopped {
         Server::launch(self.data_dir, self.options).await
     }
 
+    /// Starts a new server process on the same data directory with
+    /// `options` in place of the first ones.
+    pub async fn restart_with(self, options: ServerOptions) -> Server {
+        Server::launch(self.data_dir, options).await
+    }
+
     /// Starts a server on the same data directory with `options` in place
     /// of the first ones, for a start that must fail: waits for the process
     /// to exit and returns its status and everything it printed. A server

@@ -126,18 +126,21 @@ fn tenant_names(ctx: &Context) -> Vec<String> {
 }
 
 /// Turns store events into triggers: a tenant whose generation or deletion
-/// changed (its own status writes do not count), and a machine whose
-/// deletion began (a replacement). A broken watch is opened again.
+/// changed (its own status writes do not count), a machine whose deletion
+/// began (a replacement), and any config patch write. A broken watch is opened again.
 async fn watch(ctx: Arc<Context>, wake: mpsc::UnboundedSender<Wake>, shutdown: CancellationToken) {
     let mut seen: HashMap<String, (u64, bool)> = HashMap::new();
     while !shutdown.is_cancelled() {
-        let (Ok(tenants), Ok(machines)) =
-            (ctx.store.watch(Kind::Tenant, None).await, ctx.store.watch(Kind::Machine, None).await)
-        else {
+        let (Ok(tenants), Ok(machines), Ok(patches)) = (
+            ctx.store.watch(Kind::Tenant, None).await,
+            ctx.store.watch(Kind::Machine, None).await,
+            ctx.store.watch(Kind::ConfigPatch, None).await,
+        ) else {
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         };
-        let mut events: WatchStream = Box::pin(futures_util::stream::select(tenants, machines));
+        let mut events: WatchStream =
+            Box::pin(futures_util::stream::select_all([tenants, machines, patches]));
         while let Some(item) = events.next().await {
             let Ok(WatchItem::Event(event)) = item else {
                 if item.is_err() {
@@ -161,6 +164,8 @@ async fn watch(ctx: Arc<Context>, wake: mpsc::UnboundedSender<Wake>, shutdown: C
                 Kind::Machine if object.deleting && event.event_type != EventType::Deleted => {
                     object.key.tenant.clone()
                 }
+                // A patch changes the configs that metal hosts take.
+                Kind::ConfigPatch => object.key.tenant.clone(),
                 _ => continue,
             };
             if wake.send(Wake::Trigger(name)).is_err() {

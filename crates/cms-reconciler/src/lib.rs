@@ -4,31 +4,34 @@
 //! exponential backoff and jitter).
 //!
 //! It records the projection of the tool's state, keeps the machines in the
-//! store in line with it, applies `metal` machine configs through the
-//! [`MachineConfigApplier`] seam, writes tenant status (phase, conditions,
-//! `observedGeneration`, `lastAppliedAt`) and carries out tenant deletion.
+//! store in line with it, applies `metal` machine configs and waits for
+//! machines to answer through the [`NodeClient`] seam, writes tenant status
+//! (phase, `ready`, conditions, `observedGeneration`, `lastAppliedAt`) and
+//! carries out tenant deletion.
 
 mod action;
-mod applier;
 mod controller;
 mod error;
 mod machines;
+mod nodes;
 mod plan;
 mod reconcile;
+mod settle;
 mod status;
 
 pub use action::{Action, Backoff};
-#[cfg(any(test, feature = "testsuite"))]
-pub use applier::MockMachineConfigApplier;
-pub use applier::{ApplyOutcome, ApplyTarget, MachineConfigApplier, NO_NODE_API_CLIENT, PendingApplier};
 pub use controller::{ControllerOptions, run};
 pub use error::ReconcileError;
 pub use machines::{NODE_API_PORT, management_address};
 #[cfg(any(test, feature = "testsuite"))]
+pub use nodes::MockNodeClient;
+pub use nodes::{NodeClient, NodeRef};
+#[cfg(any(test, feature = "testsuite"))]
 pub use plan::MockMachineConfigs;
 pub use plan::{MachineConfigs, desired, machine_id};
-pub use reconcile::{Context, reconcile};
-pub use status::{MACHINES_CONFIGURED, PROVISIONED};
+pub use reconcile::{Context, NODE_RETRY, reconcile};
+pub use settle::CONFIG_HASH_ANNOTATION;
+pub use status::{MACHINES_READY, PROVISIONED};
 
 #[cfg(test)]
 mod tests;

@@ -67,10 +67,12 @@ pub(crate) async fn upsert(
     status: MachineStatus,
 ) -> Result<(), ReconcileError> {
     let key_name = |machine: &Machine| machine.metadata.name.clone();
-    let spec_value = serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?;
     match current {
         Some(machine) if machine.metadata.deletion_timestamp.is_none() => {
             let key = Key::child(Kind::Machine, tenant, key_name(machine));
+            // Whether the node answered is the node work's to say.
+            let spec = MachineSpec { connected: machine.spec.connected, ..spec };
+            let spec_value = serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?;
             let mut version = machine.metadata.resource_version.unwrap_or_default();
             if machine.spec != spec {
                 let draft = Draft {

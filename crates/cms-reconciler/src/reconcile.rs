@@ -8,26 +8,31 @@
 //! the status. A deleting tenant: destroy, then clear the finalizers, which
 //! removes the record and everything in it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use cms_model::{Phase, Provider, Tenant};
+use cms_model::{Machine, Phase, Tenant};
 use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Store};
-use cms_tofu::{Tofu, project};
+use cms_tofu::{Tofu, WorkspacePlan, project};
 
-use crate::applier::{ApplyOutcome, ApplyTarget, MachineConfigApplier};
 use crate::machines::{self, newest_first, planned};
+use crate::nodes::NodeClient;
 use crate::plan::{self, MachineConfigs};
-use crate::status::{self, MACHINES_CONFIGURED, PROVISIONED, set_condition};
+use crate::settle::settle;
+use crate::status::{self, MACHINES_READY, PROVISIONED, set_condition};
 use crate::{Action, ReconcileError};
+
+/// How soon a tenant whose machines are not all ready is looked at again
+/// (or the resync interval, when shorter).
+pub const NODE_RETRY: Duration = Duration::from_secs(10);
 
 /// What a reconcile works with.
 pub struct Context {
     pub store: Arc<dyn Store>,
     pub tofu: Arc<Tofu>,
-    pub applier: Arc<dyn MachineConfigApplier>,
+    pub nodes: Arc<dyn NodeClient>,
     pub configs: Option<Arc<dyn MachineConfigs>>,
     /// The periodic resync.
     pub resync: Duration,
@@ -77,11 +82,37 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     let unchanged = replacing.is_empty()
         && tenant.status.phase != Phase::Failed
         && ctx.tofu.applied_hash(name).await.as_deref() == Some(hash.as_str());
-    if unchanged {
-        status::update(store, name, |status| status.observed_generation = generation).await?;
-        return Ok(Action::Requeue(ctx.resync));
+    if !unchanged {
+        provision(tenant, &plan, &stored, &replacing, ctx).await?;
     }
+    // The nodes: configs of metal hosts, and machines not ready yet.
+    let settled = settle(tenant, &plan, ctx).await?;
+    let ready = settled.all_ready();
+    status::update(store, name, |status| {
+        status.ready = ready;
+        status.observed_generation = generation;
+        if settled.pending.is_empty() {
+            set_condition(status, MACHINES_READY, true, "Ready", &settled.summary());
+        } else {
+            let message = format!("{}; {}", settled.summary(), settled.pending.join("; "));
+            set_condition(status, MACHINES_READY, false, "Pending", &message);
+        }
+    })
+    .await?;
+    Ok(Action::Requeue(if ready { ctx.resync } else { ctx.resync.min(NODE_RETRY) }))
+}
 
+/// The infrastructure: apply (replacing deleted machines), record the
+/// projection, and bring the machines in the store in line with it.
+async fn provision(
+    tenant: &Tenant,
+    plan: &WorkspacePlan,
+    stored: &BTreeMap<String, Machine>,
+    replacing: &BTreeSet<String>,
+    ctx: &Context,
+) -> Result<(), ReconcileError> {
+    let name = tenant.metadata.name.as_str();
+    let store = ctx.store.as_ref();
     let first = tenant.status.last_applied_at.is_none();
     status::update(store, name, |status| {
         status.phase = if first { Phase::Provisioning } else { Phase::Updating };
@@ -89,7 +120,7 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     })
     .await?;
     let replace: Vec<String> = replacing.iter().filter_map(|id| plan.address(id)).collect();
-    let applied = ctx.tofu.apply(&plan, &replace).await?;
+    let applied = ctx.tofu.apply(plan, &replace).await?;
     let projected = project(name, &applied.resources);
     store.set_projection(name.to_string(), projected.clone()).await?;
 
@@ -99,28 +130,9 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     for id in newest_first(stored.keys().filter(|id| !in_state.contains(*id)).cloned()) {
         machines::remove(store, name, &stored[&id]).await?;
     }
-    let mut pending = Vec::new();
     for item in projected.iter().filter(|item| item.kind == "Machine") {
-        let Some(machine_plan) = planned(&plan, &item.name) else { continue };
-        let (spec, _) = machines::desired(machine_plan, item, "provisioning");
-        let stage = match (machine_plan.provider, &spec.management_address) {
-            (Provider::Metal, Some(address)) => {
-                let target = ApplyTarget {
-                    tenant: name.to_string(),
-                    machine: item.name.clone(),
-                    management_address: address.clone(),
-                };
-                match ctx.applier.apply(target).await {
-                    ApplyOutcome::Applied => "initializing",
-                    ApplyOutcome::Pending(reason) => {
-                        pending.push(format!("{}: {reason}", item.name));
-                        "provisioning"
-                    }
-                }
-            }
-            _ => "provisioning",
-        };
-        let (spec, machine_status) = machines::desired(machine_plan, item, stage);
+        let Some(machine_plan) = planned(plan, &item.name) else { continue };
+        let (spec, machine_status) = machines::desired(machine_plan, item, "provisioning");
         match stored.get(&item.name) {
             Some(current) if current.metadata.deletion_timestamp.is_none() => {
                 machines::upsert(store, name, Some(current), spec, machine_status).await?
@@ -134,19 +146,11 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     let count = in_state.len();
     status::update(store, name, |status| {
         status.phase = Phase::Active;
-        status.ready = true;
         status.message = None;
-        status.observed_generation = generation;
         status.last_applied_at = Some(Utc::now());
         set_condition(status, PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
-        if pending.is_empty() {
-            set_condition(status, MACHINES_CONFIGURED, true, "Applied", "");
-        } else {
-            set_condition(status, MACHINES_CONFIGURED, false, "Pending", &pending.join("; "));
-        }
     })
-    .await?;
-    Ok(Action::Requeue(ctx.resync))
+    .await
 }
 
 /// Deletion: destroy, then clear the finalizers; the last one removes the

@@ -11,8 +11,9 @@ use crate::ReconcileError;
 /// The condition the reconciler keeps: whether the infrastructure matches
 /// the spec.
 pub const PROVISIONED: &str = "Provisioned";
-/// The condition of the machine configs of `metal` hosts.
-pub const MACHINES_CONFIGURED: &str = "MachinesConfigured";
+/// The condition of the nodes: every machine has its config (metal hosts
+/// take it over the node API) and answers with the tenant's credentials.
+pub const MACHINES_READY: &str = "MachinesReady";
 
 /// Applies `change` to the tenant's status and writes it when it differs.
 /// A tenant that is gone is left alone.

@@ -1,6 +1,7 @@
 //! Unit tests of one reconcile: the store is SQLite in a temporary
 //! directory, the tool is a fake runner that echoes the workspace back as
-//! its state (as `terraform_data` does), and the node API is a mock.
+//! its state (as `terraform_data` does), and the nodes and the config
+//! renderer are mocks.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,7 @@ use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 use cms_tofu::{Credentials, Invocation, Output, Runner, Tofu, TofuError, TofuOptions};
 use serde_json::{Value, json};
 
-use crate::{Action, ApplyOutcome, Context, MockMachineConfigApplier, PendingApplier, reconcile};
+use crate::{Action, Context, MachineConfigs, MockMachineConfigs, MockNodeClient, NodeClient, reconcile};
 
 /// A fake engine: `apply` records the workspace's `terraform_data`
 /// resources as its state, `destroy` fails while `fail_destroy` is set.
@@ -60,7 +61,29 @@ struct Fixture {
     ctx: Context,
 }
 
-async fn fixture(applier: Arc<dyn crate::MachineConfigApplier>) -> Fixture {
+/// Renders `machine: {type: <role>}` plus whatever `extra` holds, so that a
+/// test can change every config at once.
+fn renderer(extra: Arc<Mutex<String>>) -> Arc<dyn MachineConfigs> {
+    let mut configs = MockMachineConfigs::new();
+    configs.expect_render().returning(move |_, _, role| {
+        Ok(format!("machine:\n  type: {}\n{}", role.as_str(), extra.lock().unwrap()))
+    });
+    Arc::new(configs)
+}
+
+/// Nodes that refuse every connection.
+fn unreachable() -> Arc<dyn NodeClient> {
+    let mut nodes = MockNodeClient::new();
+    nodes.expect_apply_config().returning(|_, _, _| Err("connection refused".into()));
+    nodes.expect_version().returning(|_| Err("connection refused".into()));
+    Arc::new(nodes)
+}
+
+async fn fixture(nodes: Arc<dyn NodeClient>) -> Fixture {
+    fixture_with(nodes, renderer(Arc::default())).await
+}
+
+async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfigs>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
     let store: Arc<dyn Store> = SqlStore::open(&StoreOptions::new(url)).await.unwrap();
@@ -75,7 +98,13 @@ async fn fixture(applier: Arc<dyn crate::MachineConfigApplier>) -> Fixture {
         state_key: None,
     };
     let tofu = Arc::new(Tofu::new(options, Credentials::default(), engine.clone()));
-    let ctx = Context { store: store.clone(), tofu, applier, configs: None, resync: Duration::from_secs(60) };
+    let ctx = Context {
+        store: store.clone(),
+        tofu,
+        nodes,
+        configs: Some(configs),
+        resync: Duration::from_secs(60),
+    };
     Fixture { _dir: dir, store, engine, ctx }
 }
 
@@ -107,11 +136,25 @@ fn machines(store: &dyn Store, name: &str) -> Vec<Machine> {
         .collect()
 }
 
+fn condition(status: &cms_model::TenantStatus, kind: &str) -> cms_model::Condition {
+    status.conditions.iter().find(|c| c.kind == kind).cloned().unwrap()
+}
+
 #[tokio::test]
-async fn metal_tenant_converges_and_then_runs_nothing() {
-    let mut applier = MockMachineConfigApplier::new();
-    applier.expect_apply().times(3).returning(|_| ApplyOutcome::Applied);
-    let f = fixture(Arc::new(applier)).await;
+async fn metal_hosts_take_their_configs_in_maintenance_mode_then_become_ready() {
+    let mut nodes = MockNodeClient::new();
+    nodes
+        .expect_apply_config()
+        .withf(|node, config, configured| {
+            let role = if node.machine.starts_with("cp") { "controlplane" } else { "worker" };
+            !configured
+                && config.contains(&format!("type: {role}"))
+                && node.management_address.ends_with(":50000")
+        })
+        .times(3)
+        .returning(|_, _, _| Ok(()));
+    nodes.expect_version().times(3).returning(|_| Ok("1.14.0".into()));
+    let f = fixture(Arc::new(nodes)).await;
     create(f.store.as_ref(), "acme", 2).await;
     assert_eq!(f.store.projection(Some("acme".into())).await.unwrap(), None);
 
@@ -121,22 +164,89 @@ async fn metal_tenant_converges_and_then_runs_nothing() {
     assert_eq!(status.phase, Phase::Active);
     assert!(status.ready && status.last_applied_at.is_some());
     assert_eq!(status.observed_generation, 1);
+    assert_eq!(condition(&status, crate::MACHINES_READY).message, "3 of 3 machines ready");
     let machines = machines(f.store.as_ref(), "acme");
     let ids: Vec<_> = machines.iter().map(|m| m.metadata.name.as_str()).collect();
     assert_eq!(ids, ["cp-0", "workers-0", "workers-1"]);
     assert_eq!(machines[1].spec.management_address.as_deref(), Some("10.0.1.1:50000"));
     assert_eq!(machines[1].spec.provider_type.as_deref(), Some("metal"));
-    assert_eq!(machines[1].status.stage, "initializing");
+    assert!(machines[1].spec.connected);
+    assert_eq!(machines[1].status.stage, "ready");
+    assert_eq!(machines[1].status.talos_version.as_deref(), Some("1.14.0"));
+    assert!(machines[1].metadata.annotations.contains_key(crate::CONFIG_HASH_ANNOTATION));
     assert_eq!(f.store.projection(Some("acme".into())).await.unwrap().unwrap().len(), 3);
 
+    // Unchanged: no tool run and no node call (the mock counts them).
     let runs = f.ctx.tofu.runs();
     reconcile("acme", &f.ctx).await.unwrap();
     assert_eq!(f.ctx.tofu.runs(), runs, "unchanged inputs run nothing");
 }
 
 #[tokio::test]
+async fn unreachable_hosts_keep_the_tenant_unready_and_are_retried_without_the_tool() {
+    let up = Arc::new(AtomicBool::new(false));
+    let mut nodes = MockNodeClient::new();
+    let on = up.clone();
+    nodes.expect_apply_config().returning(move |_, _, _| {
+        if on.load(Ordering::SeqCst) { Ok(()) } else { Err("connection refused".into()) }
+    });
+    nodes.expect_version().returning(|_| Ok("1.13.2".into()));
+    let f = fixture(Arc::new(nodes)).await;
+    create(f.store.as_ref(), "acme", 1).await;
+
+    let action = reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(action, Action::Requeue(crate::NODE_RETRY), "machines not ready are retried soon");
+    let status = tenant(f.store.as_ref(), "acme").status;
+    assert_eq!(status.phase, Phase::Active, "the infrastructure is applied");
+    assert!(!status.ready);
+    let pending = condition(&status, crate::MACHINES_READY);
+    assert_eq!(pending.status, "False");
+    assert!(pending.message.contains("cp-0: applying the machine config: connection refused"), "{pending:?}");
+    assert!(
+        machines(f.store.as_ref(), "acme")
+            .iter()
+            .all(|m| m.status.stage == "provisioning" && !m.status.ready)
+    );
+
+    up.store(true, Ordering::SeqCst);
+    let runs = f.ctx.tofu.runs();
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(f.ctx.tofu.runs(), runs, "configs are retried without the tool");
+    let status = tenant(f.store.as_ref(), "acme").status;
+    assert!(status.ready, "{status:?}");
+    assert!(machines(f.store.as_ref(), "acme").iter().all(|m| m.status.ready));
+}
+
+#[tokio::test]
+async fn a_changed_config_reaches_configured_hosts_with_the_tenant_credentials() {
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let mut nodes = MockNodeClient::new();
+    let record = applied.clone();
+    nodes.expect_apply_config().returning(move |node, config, configured| {
+        record.lock().unwrap().push((node.machine.clone(), config.to_string(), configured));
+        Ok(())
+    });
+    nodes.expect_version().returning(|_| Ok("1.14.0".into()));
+    let extra = Arc::new(Mutex::new(String::new()));
+    let f = fixture_with(Arc::new(nodes), renderer(extra.clone())).await;
+    create(f.store.as_ref(), "acme", 1).await;
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(applied.lock().unwrap().len(), 2);
+
+    *extra.lock().unwrap() = "cluster:\n  allowSchedulingOnControlPlanes: true\n".into();
+    let runs = f.ctx.tofu.runs();
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(f.ctx.tofu.runs(), runs, "a config change runs no tool");
+    let applied = applied.lock().unwrap();
+    assert_eq!(applied.len(), 4);
+    assert!(
+        applied[2..].iter().all(|(_, config, configured)| *configured && config.contains("allowScheduling"))
+    );
+}
+
+#[tokio::test]
 async fn scaling_down_removes_the_newest() {
-    let f = fixture(Arc::new(PendingApplier)).await;
+    let f = fixture(unreachable()).await;
     create(f.store.as_ref(), "acme", 4).await;
     reconcile("acme", &f.ctx).await.unwrap();
     let current = f.store.get(&Key::tenant("acme")).unwrap();
@@ -149,13 +259,12 @@ async fn scaling_down_removes_the_newest() {
     assert_eq!(ids, ["cp-0", "workers-0"]);
     let status = tenant(f.store.as_ref(), "acme").status;
     assert_eq!(status.observed_generation, 2);
-    let configured = status.conditions.iter().find(|c| c.kind == crate::MACHINES_CONFIGURED).unwrap();
-    assert_eq!(configured.status, "False", "no node API client: configs are pending, not applied");
+    assert_eq!(condition(&status, crate::MACHINES_READY).status, "False", "the hosts do not answer");
 }
 
 #[tokio::test]
 async fn a_deleted_machine_is_replaced() {
-    let f = fixture(Arc::new(PendingApplier)).await;
+    let f = fixture(unreachable()).await;
     create(f.store.as_ref(), "acme", 1).await;
     reconcile("acme", &f.ctx).await.unwrap();
     let key = Key::child(Kind::Machine, "acme", "workers-0");
@@ -170,7 +279,7 @@ async fn a_deleted_machine_is_replaced() {
 
 #[tokio::test]
 async fn failures_set_failed_and_clear_on_retry() {
-    let f = fixture(Arc::new(PendingApplier)).await;
+    let f = fixture(unreachable()).await;
     create(f.store.as_ref(), "acme", 1).await;
     f.engine.fail_apply.store(true, Ordering::SeqCst);
     let err = reconcile("acme", &f.ctx).await.unwrap_err();
@@ -185,7 +294,7 @@ async fn failures_set_failed_and_clear_on_retry() {
 
 #[tokio::test]
 async fn deletion_keeps_finalizers_until_destroy_succeeds() {
-    let f = fixture(Arc::new(PendingApplier)).await;
+    let f = fixture(unreachable()).await;
     create(f.store.as_ref(), "acme", 1).await;
     reconcile("acme", &f.ctx).await.unwrap();
     f.store.delete(Key::tenant("acme")).await.unwrap();

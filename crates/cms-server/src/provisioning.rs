@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cms_reconciler::{Backoff, Context, ControllerOptions, PendingApplier};
-use cms_service::{Secrets, StoreMachineConfigs};
+use cms_nodeapi::TalosNodeClient;
+use cms_reconciler::{Backoff, Context, ControllerOptions};
+use cms_service::{Secrets, StoreMachineConfigs, TenantNodeClient};
 use cms_store::Store;
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use secrecy::SecretString;
@@ -15,6 +16,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::settings::Settings;
+
+/// How long one node API call of the reconciler may take, connecting
+/// included.
+const NODE_API_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The running controller.
 pub(crate) struct Provisioning {
@@ -38,13 +43,13 @@ impl Provisioning {
             state_key: state_key(settings),
         };
         let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
-        // The node API client comes with the health work; until it is wired,
-        // metal machine configs are reported as pending, never as applied.
-        let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets));
+        let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets.clone()));
+        let api = Arc::new(TalosNodeClient::new(NODE_API_TIMEOUT));
+        let nodes = Arc::new(TenantNodeClient::new(api, store.clone(), secrets));
         let ctx = Arc::new(Context {
             store,
             tofu,
-            applier: Arc::new(PendingApplier),
+            nodes,
             configs: Some(configs),
             resync: settings.resync_interval,
         });

@@ -20,6 +20,7 @@ mod login;
 mod lookup;
 mod machine_config;
 mod machines;
+mod nodes;
 mod ops;
 mod patch_refs;
 mod projected;
@@ -47,6 +48,7 @@ use actix_web::{App, web};
 
 pub use auth::Access;
 pub use error::{ApiError, INTERNAL_MESSAGE};
+pub use nodes::TenantNodeClient;
 pub use ops::{BUILD_INFO, BuildInfo};
 pub use rendering::StoreMachineConfigs;
 pub use request_id::{REQUEST_ID_HEADER, RequestId};

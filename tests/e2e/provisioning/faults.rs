@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{CONVERGE, Engine, converged, eventually, machine_ids, metal_tenant};
+use super::{CONVERGE, Engine, eventually, machine_ids, metal_tenant, provisioned};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_destroy_keeps_the_finalizers_until_it_succeeds() {
@@ -14,7 +14,7 @@ async fn failing_destroy_keeps_the_finalizers_until_it_succeeds() {
     let server = engine.options().start().await;
     let api = server.api();
     api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
-    converged(&api, "acme").await;
+    provisioned(&api, "acme").await;
     engine.set("fail-destroy", true);
     api.delete("/api/v1/tenants/acme").await.expect(202);
     let tenant = eventually("the failed destroy in status", CONVERGE, || async {
@@ -55,7 +55,7 @@ async fn hung_run_is_killed_with_no_orphan_and_retried() {
         assert!(left.is_empty(), "processes left in group {group}: {left:?}");
     }
     engine.set("hang-apply", false);
-    converged(&api, "acme").await;
+    provisioned(&api, "acme").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +64,7 @@ async fn garbage_output_leaves_the_data_intact() {
     let server = engine.options().start().await;
     let api = server.api();
     api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
-    converged(&api, "acme").await;
+    provisioned(&api, "acme").await;
     let projected = api.get("/api/v1/tenants/acme/projected").await.expect(200);
 
     engine.set("garbage-show", true);
@@ -82,7 +82,7 @@ async fn garbage_output_leaves_the_data_intact() {
     assert_eq!(api.get("/api/v1/tenants/acme/projected").await.expect(200), projected);
 
     engine.set("garbage-show", false);
-    converged(&api, "acme").await;
+    provisioned(&api, "acme").await;
     tokio::time::timeout(Duration::from_secs(30), async {
         while machine_ids(&api, "acme").await.len() != 3 {
             tokio::time::sleep(Duration::from_millis(100)).await;

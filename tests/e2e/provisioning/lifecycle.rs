@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use cms_e2e::Watch;
-use serde_json::json;
+use cms_e2e::nodes::{FakeNodeProcess, StoreWriter};
+use serde_json::{Value, json};
 
-use super::{CONVERGE, Engine, converged, eventually, machine_ids, metal_tenant};
+use super::{CONVERGE, Engine, converged, eventually, host_address, machine_ids, metal_tenant, provisioned};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metal_tenant_lifecycle() {
@@ -19,18 +20,53 @@ async fn metal_tenant_lifecycle() {
     // Before the first apply, the projected endpoints are unavailable.
     api.get("/api/v1/tenants/acme/projected").await.expect_error(503, "Unavailable");
     api.get("/api/v1/projected").await.expect_error(503, "Unavailable");
+
+    // The hosts: fake nodes in maintenance mode on the hosts' addresses,
+    // serving certificates of the tenant's OS CA once configured.
+    let store = StoreWriter::open(server.data_dir()).await;
+    let ca = store.os_ca_dir("acme").await;
+    let nodes: Vec<(&str, FakeNodeProcess)> = [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]
+        .into_iter()
+        .map(|(net, host)| {
+            let listen = format!("{}:50000", host_address(net, host));
+            let role = if net == 1 { "controlplane" } else { "worker" };
+            (role, FakeNodeProcess::start(&ca, &["--maintenance", "--listen", &listen]))
+        })
+        .collect();
+    drop(store);
     engine.set("gate", false);
 
     let tenant = converged(&api, "acme").await;
     assert!(tenant["status"]["lastAppliedAt"].is_string(), "{tenant}");
+    let ready =
+        tenant["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "MachinesReady");
+    assert_eq!(ready.unwrap()["message"], "5 of 5 machines ready", "{tenant}");
     assert_eq!(machine_ids(&api, "acme").await, ["cp-0", "cp-1", "cp-2", "workers-0", "workers-1"]);
     let machine = api.get("/api/v1/tenants/acme/machines/cp-1").await.expect(200);
-    assert_eq!(machine["spec"]["managementAddress"], "10.1.0.2:50000");
+    assert_eq!(machine["spec"]["managementAddress"], format!("{}:50000", host_address(1, 2)));
     assert_eq!(machine["spec"]["providerId"], "rack1-2");
     assert_eq!(machine["spec"]["providerType"], "metal");
     assert_eq!(machine["spec"]["shape"], "bare");
+    assert_eq!(machine["spec"]["connected"], true);
     assert_eq!(machine["status"]["role"], "controlplane");
-    assert_eq!(machine["status"]["stage"], "provisioning", "no node API client applies configs yet");
+    assert_eq!(machine["status"]["stage"], "ready");
+    assert_eq!(machine["status"]["ready"], true);
+    assert_eq!(machine["status"]["talosVersion"], "1.14.0");
+
+    // Every host took its role's config in maintenance mode (no client
+    // certificate), then answered `Version` with the tenant's credentials.
+    for (role, node) in &nodes {
+        let calls = node.calls();
+        let applies: Vec<&Value> =
+            calls.iter().filter(|call| call["method"] == "ApplyConfiguration").collect();
+        assert_eq!(applies.len(), 1, "{calls:?}");
+        assert_eq!(applies[0]["clientCertificate"], false, "{calls:?}");
+        let config = applies[0]["payload"]["data"].as_str().unwrap();
+        assert!(config.contains(&format!("type: {role}")), "{config}");
+        assert!(config.contains("clusterName: acme") || config.contains("name: acme"), "{config}");
+        let version = calls.iter().find(|call| call["method"] == "Version").expect("a Version call");
+        assert_eq!(version["clientCertificate"], true);
+    }
 
     let projected = api.get("/api/v1/tenants/acme/projected/machine").await.expect(200);
     let items = projected["items"].as_array().unwrap();
@@ -38,9 +74,39 @@ async fn metal_tenant_lifecycle() {
     let cp1 = items.iter().find(|item| item["name"] == "cp-1").unwrap();
     assert_eq!(cp1["kind"], "Machine");
     assert_eq!(cp1["tfType"], "terraform_data");
-    assert_eq!(cp1["spec"], json!({"address": "10.1.0.2", "providerId": "rack1-2", "shape": "bare"}));
+    assert_eq!(cp1["spec"], json!({"address": host_address(1, 2), "providerId": "rack1-2", "shape": "bare"}));
     let across = api.get("/api/v1/projected").await.expect(200);
     assert_eq!(across["items"].as_array().unwrap().len(), 5);
+
+    // A Kubernetes version change reaches every node's config through
+    // `ApplyConfiguration` with the tenant's credentials, and runs no tool.
+    let applies = engine.runs().iter().filter(|verb| *verb == "apply").count();
+    let mut tenant = api.get("/api/v1/tenants/acme").await.expect(200);
+    tenant["spec"]["kubernetesVersion"] = json!("1.31.4");
+    api.put("/api/v1/tenants/acme", &tenant).await.expect(200);
+    for (_, node) in &nodes {
+        eventually("the new config on every node", CONVERGE, || async {
+            let calls = node.calls();
+            let applies: Vec<&Value> =
+                calls.iter().filter(|call| call["method"] == "ApplyConfiguration").collect();
+            let latest = applies.last()?;
+            let data = latest["payload"]["data"].as_str()?;
+            (applies.len() == 2 && data.contains("v1.31.4")).then_some(())
+        })
+        .await;
+        let calls = node.calls();
+        let last = calls.iter().rev().find(|call| call["method"] == "ApplyConfiguration").unwrap();
+        assert_eq!(
+            last["clientCertificate"], true,
+            "a configured node is asked with the tenant's credentials"
+        );
+    }
+    converged(&api, "acme").await;
+    assert_eq!(engine.runs().iter().filter(|verb| *verb == "apply").count(), applies, "{:?}", engine.runs());
+
+    let health = api.get("/api/v1/tenants/acme/health").await.expect(200);
+    assert_eq!(health["reachable"], true, "{health}");
+    assert_eq!(health["machineCount"], 5, "{health}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,7 +115,7 @@ async fn scaling_replacement_and_deletion() {
     let server = engine.options().start().await;
     let api = server.api();
     api.post("/api/v1/tenants", &metal_tenant("acme", 1, 2)).await.expect(201);
-    converged(&api, "acme").await;
+    provisioned(&api, "acme").await;
 
     for (count, expected) in [
         (4, vec!["cp-0", "workers-0", "workers-1", "workers-2", "workers-3"]),
@@ -62,7 +128,7 @@ async fn scaling_replacement_and_deletion() {
             (machine_ids(&api, "acme").await == expected).then_some(())
         })
         .await;
-        converged(&api, "acme").await;
+        provisioned(&api, "acme").await;
     }
     let projected = api.get("/api/v1/tenants/acme/projected").await.expect(200);
     assert_eq!(projected["items"].as_array().unwrap().len(), 2, "the newest workers are gone: {projected}");
@@ -114,7 +180,7 @@ async fn crash_mid_apply_resumes_after_restart() {
 
     let server = stopped.restart().await;
     let api = server.api();
-    let tenant = converged(&api, "acme").await;
+    let tenant = provisioned(&api, "acme").await;
     assert_eq!(tenant["spec"]["kubernetesVersion"], "1.31.1");
     assert_eq!(machine_ids(&api, "acme").await, ["cp-0", "workers-0"]);
 }
@@ -133,7 +199,7 @@ async fn idle_resync_runs_nothing_even_after_a_restart() {
         api.post("/api/v1/tenants", &metal_tenant(&format!("idle-{index}"), 1, 1)).await.expect(201);
     }
     for index in 0..IDLE_TENANTS {
-        converged(&api, &format!("idle-{index}")).await;
+        provisioned(&api, &format!("idle-{index}")).await;
     }
     let stopped = server.terminate().await;
     let runs = engine.runs().len();
@@ -146,5 +212,5 @@ async fn idle_resync_runs_nothing_even_after_a_restart() {
         "resyncs of unchanged tenants ran the tool: {:?}",
         &engine.runs()[runs..]
     );
-    converged(&server.api(), "idle-0").await;
+    provisioned(&server.api(), "idle-0").await;
 }

@@ -8,6 +8,7 @@ mod lifecycle;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use cms_e2e::{Api, ServerOptions};
@@ -97,9 +98,24 @@ impl Engine {
     }
 }
 
-/// `n` metal hosts, `10.<net>.0.1` onwards.
+/// The second octet of this test process's loopback hosts, so that tests
+/// running side by side do not share node API addresses.
+fn lab() -> u8 {
+    static LAB: OnceLock<u8> = OnceLock::new();
+    *LAB.get_or_init(|| (std::process::id() % 250) as u8 + 2)
+}
+
+/// The address of metal host `host` of network `net`: `127.<lab>.<net>.<host>`,
+/// a loopback address, so that a host with no fake node on it refuses at once.
+pub(crate) fn host_address(net: u8, host: u32) -> String {
+    format!("127.{}.{net}.{host}", lab())
+}
+
+/// `n` metal hosts of network `net`.
 pub(crate) fn hosts(net: u8, n: u32) -> Vec<Value> {
-    (1..=n).map(|host| json!({"address": format!("10.{net}.0.{host}"), "providerId": format!("rack{net}-{host}")})).collect()
+    (1..=n)
+        .map(|host| json!({"address": host_address(net, host), "providerId": format!("rack{net}-{host}")}))
+        .collect()
 }
 
 /// A metal tenant: `cp` control planes and `workers` workers, with spare
@@ -107,13 +123,18 @@ pub(crate) fn hosts(net: u8, n: u32) -> Vec<Value> {
 pub(crate) fn metal_tenant(name: &str, cp: u32, workers: u32) -> Value {
     json!({
         "metadata": {"name": name},
-        "spec": {"kubernetesVersion": "1.31.1", "nodeGroups": [
-            {"name": "cp", "role": "controlplane", "count": cp, "providerClass": "metal:bare",
-             "providerConfig": {"hosts": hosts(1, cp)}},
-            {"name": "workers", "role": "worker", "count": workers, "providerClass": "metal:bare",
-             "providerConfig": {"hosts": hosts(2, 6)}},
-        ]}
+        "spec": {"kubernetesVersion": "1.31.1", "nodeGroups": metal_groups(cp, workers)}
     })
+}
+
+/// The node groups of [`metal_tenant`].
+pub(crate) fn metal_groups(cp: u32, workers: u32) -> Value {
+    json!([
+        {"name": "cp", "role": "controlplane", "count": cp, "providerClass": "metal:bare",
+         "providerConfig": {"hosts": hosts(1, cp)}},
+        {"name": "workers", "role": "worker", "count": workers, "providerClass": "metal:bare",
+         "providerConfig": {"hosts": hosts(2, 6)}},
+    ])
 }
 
 /// Polls `check` until it returns a value, failing after `within`.
@@ -132,13 +153,28 @@ where
     }
 }
 
-/// Waits until the tenant is `active` and `ready` at its current generation.
+/// Waits until the tenant is `active` and `ready` at its current
+/// generation: the infrastructure is applied and every machine answers.
 pub(crate) async fn converged(api: &Api, name: &str) -> Value {
+    wait_for(api, name, true).await
+}
+
+/// Waits until the tenant's infrastructure is applied at its current
+/// generation (`active`, `Provisioned`), whether or not its hosts answer.
+pub(crate) async fn provisioned(api: &Api, name: &str) -> Value {
+    wait_for(api, name, false).await
+}
+
+async fn wait_for(api: &Api, name: &str, ready: bool) -> Value {
     eventually(&format!("tenant {name} to converge"), CONVERGE, || async {
         let tenant = api.get(&format!("/api/v1/tenants/{name}")).await.expect(200);
         let status = &tenant["status"];
+        let provisioned = status["conditions"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|c| c["type"] == "Provisioned" && c["status"] == "True"));
         let done = status["phase"] == "active"
-            && status["ready"] == true
+            && provisioned
+            && (!ready || status["ready"] == true)
             && status["observedGeneration"] == tenant["metadata"]["generation"];
         done.then_some(tenant)
     })

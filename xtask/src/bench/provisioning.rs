@@ -2,13 +2,18 @@
 //! shim of `.ci/tofu-engine`), in this process: the wall time of the whole
 //! reconcile against the sum of the engine's own run times, then an idle
 //! pass over the same tenants, which must run the engine 0 times.
+//!
+//! The hosts' node API answers at once here, and the machine config is a
+//! small document: what is measured is the provisioning tool's path.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use cms_reconciler::{Context, PendingApplier, reconcile};
+use async_trait::async_trait;
+use cms_model::Role;
+use cms_reconciler::{Context, MachineConfigs, NodeClient, NodeRef, reconcile};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use serde_json::json;
@@ -85,8 +90,8 @@ pub(crate) async fn measure(
     let ctx = Arc::new(Context {
         store,
         tofu: tofu.clone(),
-        applier: Arc::new(PendingApplier),
-        configs: None,
+        nodes: Arc::new(AnsweringNodes),
+        configs: Some(Arc::new(PlainConfigs)),
         resync: Duration::from_secs(3600),
     });
 
@@ -118,4 +123,28 @@ async fn pass(ctx: &Arc<Context>, tenants: usize, concurrency: usize) -> Result<
         task.await??;
     }
     Ok(())
+}
+
+/// Nodes that take every config and answer every `Version` at once.
+struct AnsweringNodes;
+
+#[async_trait]
+impl NodeClient for AnsweringNodes {
+    async fn apply_config(&self, _node: &NodeRef, _config: &str, _configured: bool) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn version(&self, _node: &NodeRef) -> Result<String, String> {
+        Ok("1.14.0".into())
+    }
+}
+
+/// A machine config naming the role only.
+struct PlainConfigs;
+
+#[async_trait]
+impl MachineConfigs for PlainConfigs {
+    async fn render(&self, _tenant: String, _group: String, role: Role) -> Result<String, String> {
+        Ok(format!("machine:\n  type: {}\n", role.as_str()))
+    }
 }

@@ -1,0 +1,190 @@
+//! After the infrastructure, the nodes. A `metal` host gets its machine
+//! config over the node API whenever the config rendered for it differs
+//! from the one it last took, which the annotation
+//! [`CONFIG_HASH_ANNOTATION`] records. A machine that is not ready yet is
+//! asked for its version with the tenant's credentials, and becomes
+//! `ready` (and `connected`) when it answers. Ready machines are not asked
+//! again: health probes happen on request only.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Provider, Tenant};
+use cms_store::{Draft, Key, StoreError};
+use cms_tofu::{MachinePlan, WorkspacePlan};
+use futures_util::future::join_all;
+use sha2::{Digest, Sha256};
+
+use crate::machines::{self, planned};
+use crate::nodes::NodeRef;
+use crate::{Context, ReconcileError};
+
+/// The machine annotation holding the fingerprint of the config the node
+/// last took.
+pub const CONFIG_HASH_ANNOTATION: &str = "service.io/config-hash";
+
+/// Why a metal host's config cannot be rendered without a renderer.
+const NO_RENDERER: &str = "this server renders no machine configs";
+
+/// What the nodes of a tenant came to.
+#[derive(Debug, Default)]
+pub(crate) struct Settled {
+    pub(crate) total: usize,
+    pub(crate) ready: usize,
+    /// `machine: reason` for each machine that is not configured or ready.
+    pub(crate) pending: Vec<String>,
+}
+
+impl Settled {
+    pub(crate) fn all_ready(&self) -> bool {
+        self.ready == self.total && self.pending.is_empty()
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        format!("{} of {} machines ready", self.ready, self.total)
+    }
+}
+
+/// Configures and checks the tenant's machines, each at once.
+pub(crate) async fn settle(
+    tenant: &Tenant,
+    plan: &WorkspacePlan,
+    ctx: &Context,
+) -> Result<Settled, ReconcileError> {
+    let name = tenant.metadata.name.as_str();
+    let stored = machines::stored(ctx.store.as_ref(), name)?;
+    let mut configs: HashMap<&str, Result<String, String>> = HashMap::new();
+    for machine in plan.machines.iter().filter(|machine| machine.provider == Provider::Metal) {
+        if configs.contains_key(machine.group.as_str()) {
+            continue;
+        }
+        let rendered = match &ctx.configs {
+            Some(renderer) => renderer.render(name.to_string(), machine.group.clone(), machine.role).await,
+            None => Err(NO_RENDERER.to_string()),
+        };
+        configs.insert(machine.group.as_str(), rendered);
+    }
+    let work = stored.values().filter(|machine| machine.metadata.deletion_timestamp.is_none()).filter_map(
+        |machine| {
+            let plan = planned(plan, &machine.metadata.name)?;
+            Some(settle_one(name, machine, plan, configs.get(plan.group.as_str()), ctx))
+        },
+    );
+    let mut settled = Settled::default();
+    for outcome in join_all(work).await {
+        let (machine, problem) = outcome?;
+        settled.total += 1;
+        match problem {
+            Some(reason) => settled.pending.push(format!("{machine}: {reason}")),
+            None => settled.ready += 1,
+        }
+    }
+    settled.pending.sort();
+    Ok(settled)
+}
+
+/// One machine: its config when it is a metal host, then its version
+/// while it is not ready. Gives the machine id and what is still wrong.
+async fn settle_one(
+    tenant: &str,
+    machine: &Machine,
+    plan: &MachinePlan,
+    config: Option<&Result<String, String>>,
+    ctx: &Context,
+) -> Result<(String, Option<String>), ReconcileError> {
+    let id = machine.metadata.name.clone();
+    let Some(address) = machine.spec.management_address.clone() else {
+        return Ok((id, Some("no management address yet".into())));
+    };
+    let node = NodeRef { tenant: tenant.to_string(), machine: id.clone(), management_address: address };
+    let mut annotations = machine.metadata.annotations.clone();
+    let mut status = machine.status.clone();
+    let mut connected = machine.spec.connected;
+    let mut problem = None;
+    if plan.provider == Provider::Metal {
+        match config {
+            Some(Ok(yaml)) => {
+                let hash = fingerprint(yaml);
+                let taken = annotations.get(CONFIG_HASH_ANNOTATION);
+                if taken != Some(&hash) {
+                    match ctx.nodes.apply_config(&node, yaml, taken.is_some()).await {
+                        Ok(()) => {
+                            tracing::info!(tenant, machine = %id, "applied the machine config");
+                            annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), hash);
+                            if matches!(status.stage.as_str(), "" | "provisioning") {
+                                status.stage = "initializing".into();
+                            }
+                        }
+                        Err(reason) => problem = Some(format!("applying the machine config: {reason}")),
+                    }
+                }
+            }
+            Some(Err(reason)) => problem = Some(format!("rendering the machine config: {reason}")),
+            None => problem = Some(NO_RENDERER.to_string()),
+        }
+    }
+    let configured = plan.provider != Provider::Metal || annotations.contains_key(CONFIG_HASH_ANNOTATION);
+    if configured && !status.ready {
+        match ctx.nodes.version(&node).await {
+            Ok(version) => {
+                status.ready = true;
+                status.stage = "ready".into();
+                status.talos_version = Some(version);
+                connected = true;
+            }
+            Err(reason) => {
+                problem.get_or_insert(format!("not answering yet: {reason}"));
+            }
+        }
+    }
+    write(ctx, tenant, machine, Observed { annotations, connected, status }).await?;
+    Ok((id, problem))
+}
+
+/// The fingerprint of a rendered config.
+fn fingerprint(config: &str) -> String {
+    hex::encode(&Sha256::digest(config.as_bytes())[..12])
+}
+
+/// What a pass observed of a machine: written when it differs.
+struct Observed {
+    annotations: BTreeMap<String, String>,
+    connected: bool,
+    status: MachineStatus,
+}
+
+/// Writes the machine's changed annotations and `connected`, then its
+/// status. A machine another writer changed meanwhile is left to the next
+/// pass.
+async fn write(
+    ctx: &Context,
+    tenant: &str,
+    machine: &Machine,
+    observed: Observed,
+) -> Result<(), ReconcileError> {
+    let store = ctx.store.as_ref();
+    let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
+    let corrupt = |source| ReconcileError::Corrupt { what: key.to_string(), source };
+    let mut version = machine.metadata.resource_version.unwrap_or_default();
+    if observed.annotations != machine.metadata.annotations || observed.connected != machine.spec.connected {
+        let spec = MachineSpec { connected: observed.connected, ..machine.spec.clone() };
+        let draft = Draft {
+            labels: machine.metadata.labels.clone(),
+            annotations: observed.annotations,
+            spec: serde_json::to_value(&spec).map_err(corrupt)?,
+            ..Draft::default()
+        };
+        version = match store.update(key.clone(), draft, version).await {
+            Ok(object) => object.resource_version,
+            Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => return Ok(()),
+            Err(err) => return Err(err.into()),
+        };
+    }
+    if observed.status != machine.status {
+        let value = serde_json::to_value(&observed.status).map_err(corrupt)?;
+        match store.update_status(key, value, Some(version)).await {
+            Ok(_) | Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
