@@ -96,6 +96,7 @@ async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfig
         plugin_dir: None,
         cli_config: None,
         state_key: None,
+        backend: cms_tofu::StateBackend::Local,
     };
     let tofu = Arc::new(Tofu::new(options, Credentials::default(), engine.clone()));
     let ctx = Context {

@@ -10,7 +10,7 @@ use cms_nodeapi::TalosNodeClient;
 use cms_reconciler::{Backoff, Context, ControllerOptions};
 use cms_service::{Secrets, StoreMachineConfigs, TenantNodeClient};
 use cms_store::Store;
-use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
+use cms_tofu::{Credentials, ProcessRunner, StateBackend, Tofu, TofuOptions};
 use secrecy::SecretString;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +31,13 @@ impl Provisioning {
     /// Starts the controller on `store`; cloud instances boot with configs
     /// rendered from `secrets`.
     pub(crate) fn start(settings: &Settings, store: Arc<dyn Store>, secrets: Arc<Secrets>) -> Provisioning {
-        let credentials = Credentials::from_env();
+        let mut credentials = Credentials::from_env();
+        let mut backend = StateBackend::Local;
+        if settings.is_postgres() {
+            // Any replica may apply any tenant: the state lives in the database.
+            credentials = credentials.with_state_connection(SecretString::from(settings.database_url()));
+            backend = StateBackend::Postgres;
+        }
         tracing::info!(binary = %settings.tofu_binary.display(), ?credentials, "provisioning with the tool");
         let options = TofuOptions {
             binary: settings.tofu_binary.clone(),
@@ -41,6 +47,7 @@ impl Provisioning {
             plugin_dir: settings.tofu_plugin_dir.clone(),
             cli_config: settings.tofu_cli_config.clone(),
             state_key: state_key(settings),
+            backend,
         };
         let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
         let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets.clone()));

@@ -189,16 +189,19 @@ impl Settings {
         }
     }
 
+    /// Whether the store is PostgreSQL: multi-replica mode.
+    pub(crate) fn is_postgres(&self) -> bool {
+        let url = self.database_url();
+        url.starts_with("postgres://") || url.starts_with("postgresql://")
+    }
+
     fn check(&self) -> anyhow::Result<()> {
         let url = self.database_url();
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        if !url.starts_with("sqlite:") && !self.is_postgres() {
             bail!(
-                "CMS_DATABASE_URL is a PostgreSQL URL, but PostgreSQL support is not built in yet: \
-                 use a sqlite:// URL, or leave it unset for the embedded database in the data directory"
+                "CMS_DATABASE_URL must be a sqlite:// or postgres:// URL, got one starting with {:?}",
+                scheme(&url)
             );
-        }
-        if !url.starts_with("sqlite:") {
-            bail!("CMS_DATABASE_URL must be a sqlite:// URL, got one starting with {:?}", scheme(&url));
         }
         if self.body_limit == 0 {
             bail!("CMS_BODY_LIMIT must be at least 1 byte");
@@ -346,9 +349,11 @@ mod tests {
     #[test]
     fn refusals() {
         let message = |pairs: &[(&str, &str)]| format!("{:#}", Settings::load(None, env(pairs)).unwrap_err());
-        let postgres = message(&[("CMS_DATABASE_URL", "postgres://u:secret@db/cms")]);
-        assert!(postgres.contains("PostgreSQL support is not built in yet"), "{postgres}");
-        assert!(!postgres.contains("secret"), "{postgres}");
+        let mysql = message(&[("CMS_DATABASE_URL", "mysql://u:secret@db/cms")]);
+        assert!(mysql.contains("must be a sqlite:// or postgres:// URL"), "{mysql}");
+        assert!(!mysql.contains("secret"), "{mysql}");
+        let postgres = env(&[("CMS_DATABASE_URL", "postgres://u:secret@db/cms")]);
+        assert!(Settings::load(None, postgres).unwrap().is_postgres());
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "15")]).contains("not a duration"));
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "0s")]).contains("longer than zero"));
         assert!(message(&[("CMS_BODY_LIMIT", "lots")]).contains("invalid configuration"));

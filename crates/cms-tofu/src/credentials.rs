@@ -19,6 +19,10 @@ pub const REDACTED: &str = "<redacted>";
 #[derive(Clone, Default)]
 pub struct Credentials {
     vars: Vec<(String, SecretString)>,
+    /// The connection string of the `pg` state backend (`PG_CONN_STR`):
+    /// handed over and redacted like a credential, but not fingerprinted,
+    /// since where the state lives is no input of the infrastructure.
+    state_connection: Option<SecretString>,
 }
 
 impl fmt::Debug for Credentials {
@@ -36,7 +40,14 @@ impl Credentials {
             .map(|(name, value)| (name, SecretString::from(value)))
             .collect();
         vars.sort_by(|a, b| a.0.cmp(&b.0));
-        Credentials { vars }
+        Credentials { vars, state_connection: None }
+    }
+
+    /// These credentials, with the state kept by the `pg` backend at
+    /// `connection` (a `postgres://` URL).
+    pub fn with_state_connection(mut self, connection: SecretString) -> Credentials {
+        self.state_connection = Some(connection);
+        self
     }
 
     /// The credentials of the service's environment.
@@ -53,6 +64,9 @@ impl Credentials {
             if let Some((_, value)) = self.vars.iter().find(|(name, _)| name == source) {
                 env.push((format!("TF_VAR_{variable}"), value.expose_secret().to_string()));
             }
+        }
+        if let Some(connection) = &self.state_connection {
+            env.push(("PG_CONN_STR".into(), connection.expose_secret().to_string()));
         }
         env
     }
@@ -74,8 +88,12 @@ impl Credentials {
     /// `text` with every credential value replaced by [`REDACTED`].
     pub fn redact(&self, text: &str) -> String {
         let mut text = text.to_string();
-        for (_, value) in &self.vars {
-            let value = value.expose_secret();
+        let connection = self.state_connection.iter().flat_map(|url| {
+            let url = url.expose_secret();
+            [Some(url), url_password(url)].into_iter().flatten()
+        });
+        let values = self.vars.iter().map(|(_, value)| value.expose_secret()).chain(connection);
+        for value in values {
             if value.len() >= 4 {
                 text = text.replace(value, REDACTED);
                 // A multi-line key can appear line by line.
@@ -86,6 +104,14 @@ impl Credentials {
         }
         text
     }
+}
+
+/// The password of a `scheme://user:password@host/...` URL.
+fn url_password(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let (userinfo, _) = rest.rsplit_once('@')?;
+    let (_, password) = userinfo.split_once(':')?;
+    (!password.is_empty()).then_some(password)
 }
 
 #[cfg(test)]
@@ -106,6 +132,17 @@ mod tests {
     #[test]
     fn only_credential_prefixes_are_taken() {
         assert_eq!(format!("{:?}", sample()), r#"["OCI_CLI_KEY_CONTENT", "OS_PASSWORD"]"#);
+    }
+
+    #[test]
+    fn the_state_connection_is_handed_over_and_redacted_but_not_fingerprinted() {
+        let url = "postgres://cms:s3cretpass@db:5432/cms";
+        let with = sample().with_state_connection(SecretString::from(url));
+        assert!(with.child_env().contains(&("PG_CONN_STR".to_string(), url.to_string())));
+        assert_eq!(with.fingerprint(), sample().fingerprint());
+        let out = with.redact(&format!("dial {url} failed; password s3cretpass rejected"));
+        assert!(!out.contains("s3cretpass"), "{out}");
+        assert!(!format!("{with:?}").contains("s3cretpass"));
     }
 
     #[test]

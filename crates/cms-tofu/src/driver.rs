@@ -38,6 +38,26 @@ pub struct TofuOptions {
     pub cli_config: Option<PathBuf>,
     /// The key state encryption passphrases derive from (OpenTofu only).
     pub state_key: Option<SecretString>,
+    /// Where each tenant's state lives.
+    pub backend: StateBackend,
+}
+
+/// Where the tool keeps each tenant's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StateBackend {
+    /// A `terraform.tfstate` file in the tenant's workspace: one replica.
+    #[default]
+    Local,
+    /// The `pg` backend, one schema per tenant (`cms_tofu_<tenant>`), so
+    /// that any replica can apply any tenant; the connection string comes
+    /// from [`Credentials::with_state_connection`]. Its advisory lock is
+    /// released when the run's connection ends, a dead replica's included.
+    Postgres,
+}
+
+/// The `pg` backend's schema of a tenant.
+pub fn state_schema(tenant: &str) -> String {
+    format!("cms_tofu_{}", tenant.replace('-', "_"))
 }
 
 /// The result of an apply: the state the tool reports after it.
@@ -98,7 +118,7 @@ impl Tofu {
 
     /// The inputs hash of `plan`: its rendered workspace and the credentials.
     pub fn inputs_hash(&self, plan: &WorkspacePlan) -> Result<String, TofuError> {
-        Ok(inputs_hash(&rendered(plan)?, &self.credentials.fingerprint()))
+        Ok(inputs_hash(&rendered(plan, self.options.backend)?, &self.credentials.fingerprint()))
     }
 
     /// The inputs hash of the last good apply, if any.
@@ -113,7 +133,7 @@ impl Tofu {
         let lock = self.lock(&plan.tenant);
         let _guard = lock.lock().await;
         let dir = self.workspace_dir(&plan.tenant);
-        let rendered = rendered(plan)?;
+        let rendered = rendered(plan, self.options.backend)?;
         let hash = inputs_hash(&rendered, &self.credentials.fingerprint());
         create_private_dir(&dir).await?;
         let _ = tokio::fs::remove_file(dir.join(APPLIED_FILE)).await;
@@ -245,8 +265,15 @@ impl Tofu {
     }
 }
 
-fn rendered(plan: &WorkspacePlan) -> Result<Vec<u8>, TofuError> {
-    let value = plan.render()?;
+/// The workspace file: the plan's configuration and the state backend.
+fn rendered(plan: &WorkspacePlan, backend: StateBackend) -> Result<Vec<u8>, TofuError> {
+    let mut value = plan.render()?;
+    if backend == StateBackend::Postgres
+        && let Some(root) = value.as_object_mut()
+    {
+        let terraform = root.entry("terraform").or_insert_with(|| serde_json::json!({}));
+        terraform["backend"] = serde_json::json!({"pg": {"schema_name": state_schema(&plan.tenant)}});
+    }
     serde_json::to_vec_pretty(&value).map_err(|err| TofuError::Invalid(err.to_string()))
 }
 

@@ -19,7 +19,7 @@ mod state;
 mod workspace;
 
 pub use credentials::{CREDENTIAL_PREFIXES, Credentials, REDACTED};
-pub use driver::{Applied, Tofu, TofuOptions};
+pub use driver::{Applied, StateBackend, Tofu, TofuOptions, state_schema};
 pub use encryption::{Engine, block as encryption_block, passphrase as state_passphrase};
 pub use error::TofuError;
 pub use process::{Invocation, Output};

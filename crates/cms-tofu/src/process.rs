@@ -76,12 +76,43 @@ impl Output {
 
 /// The only place in the workspace that makes a `Command`: the child gets a
 /// process group of its own, so that a timeout reaches its children too.
+/// Where util-linux's `setpriv` is installed, the tool runs under
+/// `setpriv --pdeathsig KILL`, which `exec`s it in place: a run dies with
+/// the server, even one killed with SIGKILL, so that no orphaned run goes
+/// on beside the one another replica starts after taking the tenant over.
 #[allow(clippy::disallowed_methods)]
 fn command(binary: &Path) -> std::process::Command {
     use std::os::unix::process::CommandExt;
-    let mut command = std::process::Command::new(binary);
+    let mut command = match setpriv() {
+        Some(setpriv) => {
+            let mut command = std::process::Command::new(setpriv);
+            command.args(["--pdeathsig", "KILL", "--"]).arg(binary);
+            command
+        }
+        None => std::process::Command::new(binary),
+    };
     command.process_group(0);
     command
+}
+
+/// `setpriv` on `PATH`, looked up once.
+fn setpriv() -> Option<&'static Path> {
+    static SETPRIV: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    SETPRIV
+        .get_or_init(|| {
+            let found = std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join("setpriv"))
+                    .find(|candidate| candidate.is_file())
+            });
+            if found.is_none() {
+                tracing::warn!(
+                    "setpriv is not on PATH: a tool run would outlive a server killed with SIGKILL"
+                );
+            }
+            found
+        })
+        .as_deref()
 }
 
 /// Runs `invocation` to completion or to its timeout.

@@ -25,6 +25,7 @@ fn options(root: &std::path::Path) -> TofuOptions {
         plugin_dir: Some("/mirror".into()),
         cli_config: None,
         state_key: None,
+        backend: crate::StateBackend::Local,
     }
 }
 
@@ -177,4 +178,34 @@ async fn runs_never_overlap_for_one_tenant() {
         task.await.unwrap().unwrap();
     }
     assert_eq!(runner.most.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn postgres_state_names_a_schema_per_tenant_and_keeps_the_connection_out_of_files() {
+    let root = tempfile::tempdir().unwrap();
+    let url = "postgres://cms:pg-pass-1234@db.internal:5432/cms";
+    let mut runner = MockRunner::new();
+    runner.expect_run().returning(move |invocation| {
+        assert!(invocation.env.contains(&("PG_CONN_STR".to_string(), url.to_string())));
+        if invocation.args[0] == "show" { Ok(ok(SHOW)) } else { Ok(ok("")) }
+    });
+    let mut options = options(root.path());
+    options.backend = crate::StateBackend::Postgres;
+    let credentials = credentials().with_state_connection(secrecy::SecretString::from(url));
+    let tofu = Tofu::new(options, credentials, Arc::new(runner));
+    let mut plan = plan();
+    plan.tenant = "acme-prod".into();
+    tofu.apply(&plan, &[]).await.unwrap();
+    let main = std::fs::read_to_string(tofu.workspace_dir("acme-prod").join(crate::MAIN_FILE)).unwrap();
+    let main: serde_json::Value = serde_json::from_str(&main).unwrap();
+    assert_eq!(
+        main["terraform"]["backend"],
+        serde_json::json!({"pg": {"schema_name": "cms_tofu_acme_prod"}})
+    );
+    for entry in std::fs::read_dir(tofu.workspace_dir("acme-prod")).unwrap().flatten() {
+        if entry.path().is_file() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            assert!(!text.contains("pg-pass-1234"), "{}", entry.path().display());
+        }
+    }
 }

@@ -35,6 +35,7 @@ fn options(binary: PathBuf, root: &Path, timeout: Duration) -> TofuOptions {
         plugin_dir: None,
         cli_config: Some(cli_config),
         state_key: None,
+        backend: cms_tofu::StateBackend::Local,
     }
 }
 

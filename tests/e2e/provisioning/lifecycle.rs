@@ -176,6 +176,12 @@ async fn crash_mid_apply_resumes_after_restart() {
     api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
     eventually("a run to start", CONVERGE, || async { (!engine.runs().is_empty()).then_some(()) }).await;
     let stopped = server.kill().await;
+    // The held run dies with the server (its parent-death signal), rather
+    // than going on as an orphan once the gate opens.
+    eventually("the held run to die with the server", CONVERGE, || async {
+        engine.pids().iter().all(|pid| !running(*pid)).then_some(())
+    })
+    .await;
     engine.set("gate", false);
 
     let server = stopped.restart().await;
@@ -213,4 +219,10 @@ async fn idle_resync_runs_nothing_even_after_a_restart() {
         &engine.runs()[runs..]
     );
     provisioned(&server.api(), "idle-0").await;
+}
+
+/// Whether process `pid` runs: it is in `/proc` and not a zombie.
+fn running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) != Some("Z")
 }

@@ -85,6 +85,7 @@ pub(crate) async fn measure(
         plugin_dir: None,
         cli_config: Some(cli_config),
         state_key: None,
+        backend: cms_tofu::StateBackend::Local,
     };
     let tofu = Arc::new(Tofu::new(options, Credentials::default(), Arc::new(ProcessRunner)));
     let ctx = Arc::new(Context {
