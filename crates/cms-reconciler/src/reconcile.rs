@@ -2,7 +2,8 @@
 //! `reconcile(tenant, ctx) -> Result<Action, ReconcileError>`.
 //!
 //! A live tenant: render its workspace; when the inputs hash equals the last
-//! good apply's and no machine awaits replacement, no tool runs. Otherwise
+//! good apply's (the tenant's [`APPLIED_ANNOTATION`]) and no machine awaits
+//! replacement, no tool runs. Otherwise
 //! apply (replacing deleted machines), record the projection, bring the
 //! machines in the store in line with it, apply `metal` configs, and write
 //! the status. A deleting tenant: destroy, then clear the finalizers, which
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cms_model::{Machine, Phase, Tenant};
-use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Store};
+use cms_store::{Draft, FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Store, StoreError};
 use cms_tofu::{Tofu, WorkspacePlan, project};
 
 use crate::machines::{self, newest_first, planned};
@@ -23,6 +24,10 @@ use crate::plan::{self, MachineConfigs};
 use crate::settle::settle;
 use crate::status::{self, MACHINES_READY, PROVISIONED, set_condition};
 use crate::{Action, ReconcileError};
+
+/// The tenant annotation holding the inputs hash (rendered workspace and
+/// credentials fingerprint) of the last good apply: equal inputs run no tool.
+pub const APPLIED_ANNOTATION: &str = "service.io/applied-inputs";
 
 /// How soon a tenant whose machines are not all ready is looked at again
 /// (or the resync interval, when shorter).
@@ -81,9 +86,10 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     let hash = ctx.tofu.inputs_hash(&plan)?;
     let unchanged = replacing.is_empty()
         && tenant.status.phase != Phase::Failed
-        && ctx.tofu.applied_hash(name).await.as_deref() == Some(hash.as_str());
+        && tenant.metadata.annotations.get(APPLIED_ANNOTATION) == Some(&hash);
     if !unchanged {
         provision(tenant, &plan, &stored, &replacing, ctx).await?;
+        record_applied(store, name, generation, &hash).await?;
     }
     // The nodes: configs of metal hosts, and machines not ready yet.
     let settled = settle(tenant, &plan, ctx).await?;
@@ -151,6 +157,47 @@ async fn provision(
         set_condition(status, PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
     })
     .await
+}
+
+/// Records the inputs hash of a good apply in the tenant's
+/// [`APPLIED_ANNOTATION`], unless its spec changed meanwhile (the next
+/// reconcile applies that). The store keeps it, so every replica and every
+/// restart sees it.
+async fn record_applied(
+    store: &dyn Store,
+    tenant: &str,
+    generation: u64,
+    hash: &str,
+) -> Result<(), ReconcileError> {
+    let key = Key::tenant(tenant);
+    for _ in 0..10 {
+        let Some(object) = store.get(&key) else { return Ok(()) };
+        if object.generation != generation || object.deleting {
+            return Ok(());
+        }
+        let current: Tenant =
+            object.parse().map_err(|source| ReconcileError::Corrupt { what: key.to_string(), source })?;
+        if current.metadata.annotations.get(APPLIED_ANNOTATION).map(String::as_str) == Some(hash) {
+            return Ok(());
+        }
+        // The spec as stored, so that it compares equal and the generation
+        // stays; without `nodeGroups`, the groups stay as they are.
+        let raw: serde_json::Value = serde_json::from_slice(&object.json)
+            .map_err(|source| ReconcileError::Corrupt { what: key.to_string(), source })?;
+        let mut spec = raw["spec"].clone();
+        if let Some(spec) = spec.as_object_mut() {
+            spec.remove("nodeGroups");
+        }
+        let mut annotations = current.metadata.annotations.clone();
+        annotations.insert(APPLIED_ANNOTATION.to_string(), hash.to_string());
+        let draft = Draft { labels: current.metadata.labels.clone(), annotations, spec, ..Draft::default() };
+        match store.update(key.clone(), draft, object.resource_version).await {
+            Ok(_) | Err(StoreError::NotFound(_)) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Deletion: destroy, then clear the finalizers; the last one removes the

@@ -336,3 +336,28 @@ async fn cloud_instances_boot_with_rendered_configs() {
     tenant.spec.node_groups = None;
     assert!(crate::desired(&tenant, None).await.unwrap().machines.is_empty());
 }
+
+#[tokio::test]
+async fn the_applied_inputs_live_in_the_store_and_leave_the_generation_alone() {
+    let f = fixture(unreachable()).await;
+    create(f.store.as_ref(), "acme", 1).await;
+    reconcile("acme", &f.ctx).await.unwrap();
+    let object = f.store.get(&Key::tenant("acme")).unwrap();
+    assert_eq!(object.generation, 1, "recording the apply is no spec change");
+    let applied = tenant(f.store.as_ref(), "acme").metadata.annotations[crate::APPLIED_ANNOTATION].clone();
+    assert_eq!(
+        applied,
+        f.ctx
+            .tofu
+            .inputs_hash(&crate::desired(&tenant(f.store.as_ref(), "acme"), None).await.unwrap())
+            .unwrap()
+    );
+    assert_eq!(machines(f.store.as_ref(), "acme").len(), 2, "the node groups stay");
+
+    // Another replica (a fresh workspace directory, the same store) runs nothing.
+    let other = fixture(unreachable()).await;
+    let ctx = Context { store: f.store.clone(), ..other.ctx };
+    let runs = ctx.tofu.runs();
+    reconcile("acme", &ctx).await.unwrap();
+    assert_eq!(ctx.tofu.runs(), runs);
+}
