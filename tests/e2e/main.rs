@@ -20,6 +20,7 @@ mod generation;
 mod health;
 mod inline_groups;
 mod machines;
+mod metrics;
 mod node_groups;
 mod operational;
 mod pagination;

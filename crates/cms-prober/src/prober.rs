@@ -141,6 +141,7 @@ impl Prober {
         let machines = probe::machines(self.store.as_ref(), tenant);
         let count = machines.len() as u64;
         let Some(credentials) = self.credentials.credentials(tenant).await else {
+            metrics::counter!("cms_probes_total", "result" => "no_credentials").increment(1);
             return Finished {
                 health: Health::unreachable(tenant, count, NO_CREDENTIALS),
                 at: self.clock.now(),
@@ -155,10 +156,11 @@ impl Prober {
         )
         .await;
         let at = self.clock.now();
-        let health = match answer {
-            Some(version) => Health::reachable(tenant, count, &version, at),
-            None => Health::unreachable(tenant, count, NO_REACHABLE_MACHINES),
+        let (health, result) = match answer {
+            Some(version) => (Health::reachable(tenant, count, &version, at), "reachable"),
+            None => (Health::unreachable(tenant, count, NO_REACHABLE_MACHINES), "unreachable"),
         };
+        metrics::counter!("cms_probes_total", "result" => result).increment(1);
         Finished { health, at }
     }
 }

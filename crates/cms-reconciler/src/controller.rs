@@ -107,7 +107,12 @@ pub async fn run(ctx: Arc<Context>, options: ControllerOptions, shutdown: Cancel
 fn spawn_run(ctx: Arc<Context>, permits: Arc<Semaphore>, wake: mpsc::UnboundedSender<Wake>, tenant: String) {
     tokio::spawn(async move {
         let Ok(_permit) = permits.acquire_owned().await else { return };
+        let started = std::time::Instant::now();
         let result = reconcile(&tenant, &ctx).await.map_err(|err| err.to_string());
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!("cms_reconciles_total", "outcome" => outcome).increment(1);
+        metrics::histogram!("cms_reconcile_duration_seconds", "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
         let _ = wake.send(Wake::Done { tenant, result });
     });
 }

@@ -23,6 +23,8 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     // Listen for signals before anything else, so that one sent as soon as
     // the server reports that it listens is never missed.
     let mut signals = Signals::new()?;
+    // The metrics recorder, before anything records.
+    cms_service::metrics_handle();
 
     std::fs::create_dir_all(&settings.data_dir)
         .with_context(|| format!("could not create the data directory {}", settings.data_dir.display()))?;

@@ -20,6 +20,7 @@ mod login;
 mod lookup;
 mod machine_config;
 mod machines;
+mod metrics;
 mod nodes;
 mod ops;
 mod patch_refs;
@@ -48,6 +49,7 @@ use actix_web::{App, web};
 
 pub use auth::Access;
 pub use error::{ApiError, INTERNAL_MESSAGE};
+pub use metrics::handle as metrics_handle;
 pub use nodes::TenantNodeClient;
 pub use ops::{BUILD_INFO, BuildInfo};
 pub use rendering::StoreMachineConfigs;
@@ -73,7 +75,10 @@ pub fn app(
         InitError = (),
     >,
 > {
-    App::new().configure(|cfg| configure(cfg, state)).wrap(from_fn(request_id::assign))
+    App::new()
+        .configure(|cfg| configure(cfg, state))
+        .wrap(from_fn(request_id::assign))
+        .wrap(from_fn(metrics::record))
 }
 
 /// Registers the state, the routes of [`ROUTES`] and the fallbacks for

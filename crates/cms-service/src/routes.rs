@@ -13,7 +13,9 @@ use cms_auth::Permission::{
 use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
-use crate::{downloads, health, login, machine_config, machines, ops, projected, tenants, tokens, users};
+use crate::{
+    downloads, health, login, machine_config, machines, metrics, ops, projected, tenants, tokens, users,
+};
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
 /// unless it starts at the root) and what it needs.
@@ -60,6 +62,7 @@ const fn needs(permission: cms_auth::Permission) -> Access {
 table! {
     root "/healthz" { GET => ops::healthz, PUBLIC; }
     root "/readyz" { GET => ops::readyz, PUBLIC; }
+    root "/metrics" { GET => metrics::render, PUBLIC; }
     root "/version" { GET => ops::version, PUBLIC; }
     api "/auth/login" { POST => login::login, PUBLIC; }
     api "/tenants" {

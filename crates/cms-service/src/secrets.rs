@@ -132,7 +132,11 @@ impl Secrets {
         let sealed = store.secrets(tenant.to_string()).await?.ok_or_else(|| {
             ApiError::Conflict(format!("tenant {tenant:?} has no secrets: they were dropped or never made"))
         })?;
-        Ok(self.sealer.open_bundle(tenant, &sealed)?)
+        let bundle = self.sealer.open_bundle(tenant, &sealed)?;
+        if let Ok(expiry) = bundle.earliest_ca_expiry() {
+            crate::metrics::certificate_expiry(expiry);
+        }
+        Ok(bundle)
     }
 }
 

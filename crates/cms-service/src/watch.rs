@@ -47,6 +47,7 @@ fn frames(
     // A zero period would make the timer panic.
     let heartbeat = heartbeat.max(Duration::from_millis(1));
     async_stream::stream! {
+        let _open = crate::metrics::OpenWatch::new();
         let mut synced = resumed;
         let mut ticks = interval_at(Instant::now() + heartbeat, heartbeat);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -131,6 +131,14 @@ impl SecretsBundle {
         &self.os_ca
     }
 
+    /// The earliest expiry (Unix seconds) among the bundle's CAs.
+    pub fn earliest_ca_expiry(&self) -> Result<i64> {
+        let cas = [self.os_ca(), self.kubernetes_ca(), self.aggregator_ca(), self.etcd_ca()];
+        cas.into_iter()
+            .map(CertificateAuthority::not_after)
+            .try_fold(i64::MAX, |earliest, at| Ok(earliest.min(at?)))
+    }
+
     /// The service-account signing key: RSA-4096, PKCS#1 PEM.
     pub fn service_account_key(&self) -> &SecretString {
         &self.service_account_key

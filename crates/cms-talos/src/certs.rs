@@ -97,6 +97,16 @@ impl CertificateAuthority {
         &self.key_pem
     }
 
+    /// When the CA certificate expires, as Unix seconds.
+    pub fn not_after(&self) -> Result<i64> {
+        let invalid =
+            |err: String| TalosError::InvalidInput(format!("the CA certificate does not parse: {err}"));
+        let (_, pem) =
+            x509_parser::pem::parse_x509_pem(self.cert_pem.as_bytes()).map_err(|e| invalid(e.to_string()))?;
+        let cert = pem.parse_x509().map_err(|e| invalid(e.to_string()))?;
+        Ok(cert.validity().not_after.timestamp())
+    }
+
     /// The CA's key algorithm, which its leaf keys follow.
     pub fn algorithm(&self) -> Result<KeyAlgorithm> {
         Ok(keys::load(&self.key_pem)?.1)

@@ -215,8 +215,18 @@ impl Tofu {
         let started = Instant::now();
         self.runs.fetch_add(1, Ordering::Relaxed);
         let result = self.runner.run(invocation).await;
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let elapsed = started.elapsed();
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         self.run_time.fetch_add(micros, Ordering::Relaxed);
+        let verb = command_label(&command);
+        let outcome = match &result {
+            Ok(output) if output.success() => "ok",
+            Ok(_) => "failed",
+            Err(TofuError::TimedOut { .. }) => "timed_out",
+            Err(_) => "error",
+        };
+        metrics::counter!("cms_tool_runs_total", "command" => verb, "outcome" => outcome).increment(1);
+        metrics::histogram!("cms_tool_run_duration_seconds", "command" => verb).record(elapsed.as_secs_f64());
         let output = result?;
         if output.success() {
             return Ok(output);
@@ -304,4 +314,17 @@ async fn write_private(path: &Path, contents: &[u8]) -> Result<(), TofuError> {
     .map_err(|join| error(std::io::Error::other(join)))?
     .map_err(error)?;
     tokio::fs::rename(&temporary, path).await.map_err(error)
+}
+
+/// The tool's command (`apply`, `show`...) as a metrics label, from a
+/// described invocation such as `tofu apply`.
+fn command_label(described: &str) -> &'static str {
+    match described.rsplit(' ').next().unwrap_or_default() {
+        "init" => "init",
+        "apply" => "apply",
+        "show" => "show",
+        "destroy" => "destroy",
+        "version" => "version",
+        _ => "other",
+    }
 }

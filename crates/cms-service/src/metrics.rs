@@ -1,0 +1,170 @@
+//! Prometheus metrics: the process-wide recorder, `GET /metrics` in the
+//! Prometheus text format, and the middleware that counts and times every
+//! request by route pattern, method and status.
+//!
+//! The other crates record through the `metrics` facade (reconciles, tool
+//! runs, probes); without the recorder their calls cost next to nothing.
+//! Labels never carry tenant names or paths, only route patterns, so the
+//! number of series stays bounded whatever the clients send.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use actix_web::HttpResponse;
+use actix_web::body::BoxBody;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
+use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use actix_web::middleware::Next;
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Histogram buckets for request latencies, in seconds.
+const REQUEST_BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0];
+/// Histogram buckets for reconciles and tool runs, in seconds.
+const RUN_BUCKETS: [f64; 12] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0];
+
+/// The open watch streams.
+pub(crate) const WATCHERS: &str = "cms_watch_streams";
+
+/// The recorder's handle, installed on first use. When another recorder is
+/// installed already (a test harness's), the handle renders what this one
+/// recorded: nothing.
+pub fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Prefix("cms_http_".into()), &REQUEST_BUCKETS)
+            .and_then(|builder| {
+                builder.set_buckets_for_metric(Matcher::Prefix("cms_reconcile_".into()), &RUN_BUCKETS)
+            })
+            .and_then(|builder| {
+                builder.set_buckets_for_metric(Matcher::Prefix("cms_tool_".into()), &RUN_BUCKETS)
+            })
+            .expect("the buckets are not empty");
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        if metrics::set_global_recorder(recorder).is_err() {
+            tracing::warn!(
+                "a metrics recorder was installed already; /metrics shows only what it records here"
+            );
+        }
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    describe_counter!("cms_http_requests_total", "HTTP requests, by route pattern, method and status.");
+    describe_histogram!(
+        "cms_http_request_duration_seconds",
+        metrics::Unit::Seconds,
+        "Time to the response head, by route pattern and method."
+    );
+    describe_gauge!(WATCHERS, "Watch (SSE) streams open now.");
+    describe_counter!("cms_reconciles_total", "Reconciles of tenants, by outcome (ok or error).");
+    describe_histogram!(
+        "cms_reconcile_duration_seconds",
+        metrics::Unit::Seconds,
+        "Reconcile durations, by outcome."
+    );
+    describe_counter!("cms_tool_runs_total", "Provisioning tool runs, by command and outcome.");
+    describe_histogram!(
+        "cms_tool_run_duration_seconds",
+        metrics::Unit::Seconds,
+        "Provisioning tool run durations, by command."
+    );
+    describe_counter!("cms_probes_total", "Health probes of tenants, by result.");
+    describe_gauge!(
+        "cms_certificate_expiry_timestamp_seconds",
+        metrics::Unit::Seconds,
+        "The earliest expiry (Unix time) among the tenant CA certificates this process has opened."
+    );
+}
+
+/// `GET /metrics`.
+pub(crate) async fn render() -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8")))
+        .body(handle().render())
+}
+
+/// Counts and times one request.
+pub(crate) async fn record(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let started = Instant::now();
+    let route = req.match_pattern().map_or_else(|| "unmatched".to_string(), |pattern| route_label(&pattern));
+    let method = method_label(req.method());
+    let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+    let status = match &result {
+        Ok(response) => response.status().as_u16(),
+        Err(err) => err.as_response_error().status_code().as_u16(),
+    };
+    counter!("cms_http_requests_total", "route" => route.clone(), "method" => method, "status" => status.to_string())
+        .increment(1);
+    histogram!("cms_http_request_duration_seconds", "route" => route, "method" => method)
+        .record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// A route pattern as a label, its parameters written `:name` rather than
+/// `{name}`, which simple text-format parsers take for the end of the labels.
+fn route_label(pattern: &str) -> String {
+    pattern.replace('{', ":").replace('}', "")
+}
+
+/// The method as a label: the standard ones by name, any other as `other`.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// One open watch stream, counted in [`WATCHERS`] while it lives.
+#[derive(Debug)]
+pub(crate) struct OpenWatch;
+
+impl OpenWatch {
+    pub(crate) fn new() -> OpenWatch {
+        gauge!(WATCHERS).increment(1.0);
+        OpenWatch
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        gauge!(WATCHERS).decrement(1.0);
+    }
+}
+
+/// Records the expiry of a tenant CA certificate: the gauge keeps the
+/// earliest seen.
+pub(crate) fn certificate_expiry(not_after_unix: i64) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static EARLIEST: AtomicI64 = AtomicI64::new(i64::MAX);
+    let earliest = EARLIEST.fetch_min(not_after_unix, Ordering::Relaxed).min(not_after_unix);
+    gauge!("cms_certificate_expiry_timestamp_seconds").set(earliest as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels() {
+        assert_eq!(route_label("/api/v1/tenants/{name}/machines/{id}"), "/api/v1/tenants/:name/machines/:id");
+        assert_eq!(method_label(&Method::from_bytes(b"BREW").unwrap()), "other");
+        assert_eq!(method_label(&Method::PUT), "PUT");
+    }
+}
