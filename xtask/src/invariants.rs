@@ -9,6 +9,8 @@
 //! - No test is switched off with an ignore attribute, and none expects a panic.
 //! - The client CLI speaks HTTP only: of the workspace's crates it uses
 //!   `cms-model` alone.
+//! - The operator guide documents every setting: each `CMS_*` variable that
+//!   the server's `settings.rs` names appears in `docs/operations.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -37,7 +39,7 @@ pub(crate) fn run() -> Result<()> {
 pub(crate) fn check() -> Result<()> {
     let metadata = cargo_metadata()?;
     let graph = Graph::new(&metadata)?;
-    let mut broken = Vec::new();
+    let mut broken = settings_are_documented(&workspace_root())?;
     broken.extend(model_does_no_io(&graph));
     broken.extend(owned_families(&graph));
     broken.extend(client_speaks_http_only(&graph));
@@ -240,3 +242,47 @@ fn string(value: &Value) -> Result<String> {
         .map(str::to_string)
         .with_context(|| format!("cargo metadata: expected a string, got {value}"))
 }
+
+/// The server's settings, and the operator guide that must name each of them.
+const SETTINGS: &str = "crates/cms-server/src/settings.rs";
+const OPERATIONS_GUIDE: &str = "docs/operations.md";
+
+fn settings_are_documented(root: &Path) -> Result<Vec<String>> {
+    let read =
+        |path: &str| std::fs::read_to_string(root.join(path)).with_context(|| format!("reading {path}"));
+    let Some(variables) = settings_variables(&read(SETTINGS)?) else {
+        return Ok(vec![format!("{SETTINGS} has no `const KEYS` table to read the settings from")]);
+    };
+    let documented = cms_names(&read(OPERATIONS_GUIDE)?);
+    let missing: Vec<String> = variables.difference(&documented).cloned().collect();
+    if missing.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![format!("{OPERATIONS_GUIDE} does not document {}, which {SETTINGS} reads", missing.join(", "))])
+}
+
+/// Every variable the settings name: each key of the `KEYS` table as
+/// `CMS_<KEY>`, and every `CMS_*` name spelled out in the source. `None`
+/// when the table is missing, so that a rename cannot pass unnoticed.
+fn settings_variables(source: &str) -> Option<BTreeSet<String>> {
+    let (_, rest) = source.split_once("const KEYS: &[&str] = &[")?;
+    let (table, _) = rest.split_once("];")?;
+    let keys = table.split('"').skip(1).step_by(2).map(|key| format!("CMS_{}", key.to_ascii_uppercase()));
+    Some(keys.chain(cms_names(source)).collect())
+}
+
+/// The whole words of `text` that are `CMS_` and an upper-case name.
+fn cms_names(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| {
+            word.strip_prefix("CMS_").is_some_and(|name| {
+                !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
