@@ -28,4 +28,5 @@ mod provisioning;
 mod secrets;
 mod shutdown;
 mod tenants;
+mod traces;
 mod watch;

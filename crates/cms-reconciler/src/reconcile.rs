@@ -50,6 +50,7 @@ impl std::fmt::Debug for Context {
 }
 
 /// Reconciles one tenant.
+#[tracing::instrument(name = "reconcile", skip(ctx))]
 pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileError> {
     let Some(object) = ctx.store.get(&Key::tenant(tenant)) else { return Ok(Action::AwaitChange) };
     let resource: Tenant =

@@ -36,8 +36,11 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let settings = Settings::load(args.config.as_deref(), environment())?;
-    logging::init(settings.log.as_deref())?;
-    serve::run(settings).await
+    let telemetry =
+        logging::init(settings.log.as_deref(), settings.log_format, settings.otlp_endpoint.as_deref())?;
+    let served = serve::run(settings).await;
+    telemetry.shutdown();
+    served
 }
 
 /// The environment variables that are valid Unicode; others cannot be ours.

@@ -26,6 +26,8 @@ const KEYS: &[&str] = &[
     "event_retention",
     "watch_buffer",
     "log",
+    "log_format",
+    "otlp_endpoint",
     "bootstrap_admin_password",
     "login_token_ttl",
     "login_signing_key",
@@ -66,6 +68,11 @@ pub(crate) struct Settings {
     pub(crate) watch_buffer: usize,
     /// The log filter, in `RUST_LOG` syntax; `RUST_LOG`, then `info`, when unset.
     pub(crate) log: Option<String>,
+    /// `text` lines, or `json` objects with the current span's fields.
+    pub(crate) log_format: crate::logging::LogFormat,
+    /// Where traces go over OTLP/gRPC, such as `http://collector:4317`;
+    /// no traces are exported when unset.
+    pub(crate) otlp_endpoint: Option<String>,
     /// The first admin's password, used only when the store has no users.
     pub(crate) bootstrap_admin_password: Option<SecretString>,
     /// How long login tokens live, such as `1h`.
@@ -127,6 +134,8 @@ impl Default for Settings {
             event_retention: store.event_retention,
             watch_buffer: store.watch_buffer,
             log: None,
+            log_format: crate::logging::LogFormat::Text,
+            otlp_endpoint: None,
             bootstrap_admin_password: None,
             login_token_ttl: Duration::from_secs(3600),
             login_signing_key: None,

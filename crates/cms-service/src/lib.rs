@@ -78,6 +78,7 @@ pub fn app(
     App::new()
         .configure(|cfg| configure(cfg, state))
         .wrap(from_fn(request_id::assign))
+        .wrap(tracing_actix_web::TracingLogger::default())
         .wrap(from_fn(metrics::record))
 }
 

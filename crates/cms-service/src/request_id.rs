@@ -37,12 +37,15 @@ impl RequestId {
     }
 }
 
-/// Tags the request with a fresh id and shapes the error responses.
+/// Tags the request with its id and shapes the error responses. The id is
+/// the one of the request's span (`tracing-actix-web`), so that log lines,
+/// traces, the `x-request-id` header and error bodies agree.
 pub(crate) async fn assign(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let id = RequestId(Uuid::new_v4());
+    let span_id = req.extensions().get::<tracing_actix_web::RequestId>().map(|id| **id);
+    let id = RequestId(span_id.unwrap_or_else(Uuid::new_v4));
     req.extensions_mut().insert(id);
     let mut response = match next.call(req).await {
         Ok(response) => response.map_into_boxed_body(),

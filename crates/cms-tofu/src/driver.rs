@@ -197,6 +197,7 @@ impl Tofu {
 
     /// Runs the tool in a tenant's workspace; a failure carries the redacted
     /// tail of stderr.
+    #[tracing::instrument(name = "tool.run", skip(self, args), fields(command = args.first().map(String::as_str).unwrap_or_default()))]
     async fn checked(&self, tenant: &str, args: Vec<String>) -> Result<Output, TofuError> {
         let mut env = self.credentials.child_env();
         env.push(("TF_IN_AUTOMATION".into(), "1".into()));
