@@ -259,7 +259,8 @@ impl PgServer {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let mut watchdog = command.spawn().map_err(|err| Launch::Failed(format!("starting postgres: {err}")))?;
+        let mut watchdog =
+            command.spawn().map_err(|err| Launch::Failed(format!("starting postgres: {err}")))?;
         let deadline = Instant::now() + START_LIMIT;
         loop {
             if self.ready() {
@@ -275,7 +276,10 @@ impl PgServer {
                 if log.contains("Address already in use") {
                     return Err(Launch::PortTaken);
                 }
-                return Err(Launch::Failed(format!("PostgreSQL did not start on port {}:\n{log}", self.port)));
+                return Err(Launch::Failed(format!(
+                    "PostgreSQL did not start on port {}:\n{log}",
+                    self.port
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -339,11 +343,7 @@ fn make_root(owner: Option<(u32, u32)>) -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|since| since.subsec_nanos())
         .unwrap_or_default();
-    let name = format!(
-        "cms-pg-{}-{}-{nanos}",
-        std::process::id(),
-        COUNT.fetch_add(1, Ordering::Relaxed)
-    );
+    let name = format!("cms-pg-{}-{}-{nanos}", std::process::id(), COUNT.fetch_add(1, Ordering::Relaxed));
     let root = std::env::temp_dir().join(name);
     std::fs::create_dir(&root).unwrap_or_else(|err| panic!("creating {}: {err}", root.display()));
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))

@@ -79,10 +79,7 @@ impl Cache {
 
     /// Every object of `kind`, the revision they are current at, and a
     /// receiver of every later event: nothing is missed or seen twice.
-    pub(crate) fn snapshot(
-        &self,
-        kind: Kind,
-    ) -> (Vec<Arc<Object>>, u64, broadcast::Receiver<Broadcast>) {
+    pub(crate) fn snapshot(&self, kind: Kind) -> (Vec<Arc<Object>>, u64, broadcast::Receiver<Broadcast>) {
         let inner = self.read();
         let objects = inner.range(kind, None).cloned().collect();
         (objects, inner.revision, self.events.subscribe())

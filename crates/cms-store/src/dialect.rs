@@ -10,8 +10,8 @@
 
 use sea_orm::sea_query::{Expr, LockType, SimpleExpr};
 use sea_orm::{
-    AccessMode, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, EntityTrait, IsolationLevel,
-    QuerySelect, Statement, TransactionTrait,
+    AccessMode, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, EntityTrait,
+    IsolationLevel, QuerySelect, Statement, TransactionTrait,
 };
 use sea_orm_migration::MigratorTrait;
 

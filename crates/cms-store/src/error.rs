@@ -68,9 +68,9 @@ fn lost_connection(err: &sea_orm::sqlx::Error) -> bool {
         | Error::WorkerCrashed => true,
         // PostgreSQL's connection exceptions (class 08), shutdowns (57P01-3)
         // and a full server (53300).
-        Error::Database(err) => err
-            .code()
-            .is_some_and(|code| code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")),
+        Error::Database(err) => err.code().is_some_and(|code| {
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+        }),
         _ => false,
     }
 }

@@ -18,7 +18,8 @@ use chrono::{DateTime, Utc};
 use cms_model::{Kind, Page, Projected};
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, LockType, OnConflict, Query};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
+    TransactionTrait,
 };
 use serde_json::Value;
 
@@ -49,8 +50,12 @@ pub trait Leases: Send + Sync + 'static {
     /// Takes the lease `name` for `holder` for `ttl`, if it is free, expired,
     /// or already `holder`'s (then it is extended, in the same epoch).
     /// `None` when another holder has it.
-    async fn acquire_lease(&self, name: String, holder: String, ttl: Duration)
-    -> Result<Option<Lease>, StoreError>;
+    async fn acquire_lease(
+        &self,
+        name: String,
+        holder: String,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError>;
 
     /// Extends a held lease by `ttl` from now. [`StoreError::LeaseLost`]
     /// when it changed hands meanwhile; an expired lease that nobody took
@@ -121,7 +126,12 @@ impl Leases for SqlStore {
         let same_holder = current(lease::Column::Holder).eq(proposed(lease::Column::Holder));
         let upsert = Query::insert()
             .into_table(lease::Entity)
-            .columns([lease::Column::Name, lease::Column::Holder, lease::Column::Epoch, lease::Column::ExpiresAt])
+            .columns([
+                lease::Column::Name,
+                lease::Column::Holder,
+                lease::Column::Epoch,
+                lease::Column::ExpiresAt,
+            ])
             .values_panic([name.clone().into(), holder.into(), 1i64.into(), now().add(millis(ttl))])
             .on_conflict(
                 OnConflict::column(lease::Column::Name)

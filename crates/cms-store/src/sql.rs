@@ -120,13 +120,17 @@ fn connect_options(options: &StoreOptions, postgres: bool) -> ConnectOptions {
             .acquire_timeout(options.acquire_timeout);
         return connect;
     }
-    connect.max_connections(4).min_connections(1).connect_timeout(Duration::from_secs(10)).map_sqlx_sqlite_opts(|sqlite| {
-        sqlite
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10))
-            .create_if_missing(true)
-    });
+    connect
+        .max_connections(4)
+        .min_connections(1)
+        .connect_timeout(Duration::from_secs(10))
+        .map_sqlx_sqlite_opts(|sqlite| {
+            sqlite
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(Duration::from_secs(10))
+                .create_if_missing(true)
+        });
     connect
 }
 

@@ -6,10 +6,10 @@ use cms_model::{Kind, Projected};
 use serde_json::json;
 
 use super::{open, tenant_draft};
+use crate::FINALIZER_MACHINES;
 use crate::api::{Deleted, Draft, Key, Store};
 use crate::error::StoreError;
 use crate::lease::Leases;
-use crate::FINALIZER_MACHINES;
 
 const LONG: Duration = Duration::from_secs(60);
 

@@ -22,7 +22,8 @@ fn unavailable<T: std::fmt::Debug>(what: &str, result: Result<T, StoreError>, to
 async fn an_outage_gives_unavailable_and_everything_recovers() {
     let server = std::sync::Arc::new(tokio::task::spawn_blocking(PgServer::start).await.expect("server"));
     let url = server.database();
-    let opts = || StoreOptions { acquire_timeout: ACQUIRE, poll_interval: Duration::from_secs(1), ..options(&url) };
+    let opts =
+        || StoreOptions { acquire_timeout: ACQUIRE, poll_interval: Duration::from_secs(1), ..options(&url) };
     let (a, b) = (replica(opts()).await, replica(opts()).await);
     let key = Key::tenant("steady");
     a.create(key.clone(), tenant("1.31.0")).await.expect("create");
@@ -43,7 +44,11 @@ async fn an_outage_gives_unavailable_and_everything_recovers() {
         let started = Instant::now();
         unavailable("user", a.user("admin".into()).await, started.elapsed());
         let started = Instant::now();
-        unavailable("lease", b.acquire_lease("tenant/steady".into(), "b".into(), ACQUIRE).await, started.elapsed());
+        unavailable(
+            "lease",
+            b.acquire_lease("tenant/steady".into(), "b".into(), ACQUIRE).await,
+            started.elapsed(),
+        );
         assert!(a.get(&key).is_some(), "reads come from the cache meanwhile");
         calls += 5;
     }

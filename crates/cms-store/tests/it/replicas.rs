@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use cms_model::Kind;
 use cms_store::pgtest::PgServer;
-use cms_store::{Draft, EventType, Key, SqlStore, Store, StoreError, StoreOptions, WatchError, WatchItem, WatchStream};
+use cms_store::{
+    Draft, EventType, Key, SqlStore, Store, StoreError, StoreOptions, WatchError, WatchItem, WatchStream,
+};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -37,7 +39,9 @@ pub(crate) async fn events(watch: &mut WatchStream, count: usize) -> Vec<(EventT
     let mut seen = Vec::with_capacity(count);
     while seen.len() < count {
         match next(watch, Duration::from_secs(10)).await.expect("no watch error") {
-            WatchItem::Event(event) => seen.push((event.event_type, event.object.key.name.clone(), event.revision)),
+            WatchItem::Event(event) => {
+                seen.push((event.event_type, event.object.key.name.clone(), event.revision))
+            }
             WatchItem::Synced(_) => {}
         }
     }
@@ -125,7 +129,8 @@ async fn concurrent_writers_on_two_replicas_commit_in_revision_order() {
 
     let writers: Vec<_> = (0..40)
         .map(|i| {
-            let (store, name) = if i % 2 == 0 { (a.clone(), format!("a{i}")) } else { (b.clone(), format!("b{i}")) };
+            let (store, name) =
+                if i % 2 == 0 { (a.clone(), format!("a{i}")) } else { (b.clone(), format!("b{i}")) };
             tokio::spawn(async move { store.create(Key::tenant(name), tenant("1.31.0")).await })
         })
         .collect();
@@ -149,7 +154,11 @@ async fn a_partitioned_replica_catches_up_on_what_it_missed() {
     let url = server.database();
     let proxy = Proxy::start(server.port()).await;
     let a = replica(options(&url)).await;
-    let b = replica(StoreOptions { acquire_timeout: Duration::from_secs(1), ..options(&proxy.url(&url, server.port())) }).await;
+    let b = replica(StoreOptions {
+        acquire_timeout: Duration::from_secs(1),
+        ..options(&proxy.url(&url, server.port()))
+    })
+    .await;
     a.create(Key::tenant("before"), tenant("1.31.0")).await.expect("create");
     let mut watch = b.watch(Kind::Tenant, Some(0)).await.expect("watch");
     assert_eq!(events(&mut watch, 1).await[0].1, "before");
