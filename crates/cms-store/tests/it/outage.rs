@@ -4,11 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use cms_model::Kind;
+use cms_model::{Kind, Page};
 use cms_store::pgtest::PgServer;
-use cms_store::{Accounts, EventType, Key, Leases, Store, StoreError, StoreOptions};
+use cms_store::{Accounts, Draft, EventType, Key, Leases, SqlStore, Store, StoreError, StoreOptions};
+use serde_json::json;
 
-use crate::replicas::{events, options, replica, tenant};
+use crate::replicas::{events, eventually, options, replica, tenant};
 
 /// How long a call may wait for a connection.
 const ACQUIRE: Duration = Duration::from_secs(1);
@@ -30,6 +31,28 @@ async fn an_outage_gives_unavailable_and_everything_recovers() {
     let mut watch = b.watch(Kind::Tenant, Some(0)).await.expect("watch");
     assert_eq!(events(&mut watch, 1).await[0].1, "steady");
 
+    // A writer that keeps going through the outage: calls in flight when
+    // the server stops fail as unavailable too, never as another error.
+    let (stop_writing, mut stopped) = tokio::sync::watch::channel(false);
+    let writer = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            let (mut written, mut refused) = (0, 0);
+            for i in 0.. {
+                if *stopped.borrow_and_update() {
+                    break;
+                }
+                let patch = Draft { spec: json!({"format": "strategic", "patches": []}), ..Draft::default() };
+                match a.create(Key::child(Kind::ConfigPatch, "steady", format!("p{i}")), patch).await {
+                    Ok(_) => written += 1,
+                    Err(StoreError::Unavailable(_)) => refused += 1,
+                    Err(other) => panic!("write {i} through the outage: {other:?}"),
+                }
+            }
+            (written, refused)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let stopping = server.clone();
     tokio::task::spawn_blocking(move || stopping.stop()).await.expect("stop");
     let down = Instant::now();
@@ -67,6 +90,10 @@ async fn an_outage_gives_unavailable_and_everything_recovers() {
         }
     };
     assert_eq!(updated.resource_version, 2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop_writing.send(true).expect("the writer listens");
+    let (written, refused) = writer.await.expect("the writer never sees another error");
+    assert!(written > 0 && refused > 0, "{written} writes went through, {refused} were refused");
     b.create(Key::tenant("after"), tenant("1.31.0")).await.expect("B writes again");
     b.ping().await.expect("B answers");
     let seen = events(&mut watch, 2).await;
@@ -76,5 +103,8 @@ async fn an_outage_gives_unavailable_and_everything_recovers() {
         "B's watch goes on, in order"
     );
     assert!(seen[0].2 < seen[1].2);
+    let patches = |store: &SqlStore| store.list(Kind::ConfigPatch, None, Page { limit: 1, offset: 0 }).total;
+    eventually("B has every patch A wrote", || patches(&b) == patches(&a)).await;
+    assert!(patches(&a) >= written);
     eprintln!("recovered {:?} after the restart", up.elapsed());
 }
