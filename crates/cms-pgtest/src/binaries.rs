@@ -53,7 +53,7 @@ fn candidates() -> Vec<PathBuf> {
             Some((version, entry.path().join("bin")))
         })
         .collect();
-    versioned.sort_by(|a, b| b.0.cmp(&a.0));
+    versioned.sort_by_key(|(version, _)| std::cmp::Reverse(*version));
     dirs.extend(versioned.into_iter().map(|(_, dir)| dir));
     dirs
 }

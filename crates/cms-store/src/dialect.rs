@@ -23,8 +23,8 @@ use crate::migration::Migrator;
 /// The channel on which each write announces its last revision.
 pub(crate) const EVENTS_CHANNEL: &str = "cms_events";
 
-/// An arbitrary key of the advisory lock that serializes migrations.
-const MIGRATION_LOCK: i64 = 0x636d_735f_6d69_67;
+/// The key of the advisory lock that serializes migrations: "cms_mig" in ASCII.
+const MIGRATION_LOCK: i64 = 0x0063_6d73_5f6d_6967;
 
 pub(crate) fn is_postgres(db: &impl ConnectionTrait) -> bool {
     db.get_database_backend() == DbBackend::Postgres
