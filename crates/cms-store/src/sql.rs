@@ -19,8 +19,8 @@ use crate::error::StoreError;
 use crate::listener::Listener;
 use crate::render::render;
 
-/// How to open a [`SqlStore`].
-#[derive(Debug, Clone)]
+/// How to open a [`SqlStore`]. Its `Debug` hides the URL's password.
+#[derive(Clone)]
 pub struct StoreOptions {
     /// `sqlite://PATH?mode=rwc`, or `postgres://USER:PASSWORD@HOST:PORT/DB`
     /// for several replicas sharing one database.
@@ -51,6 +51,29 @@ impl StoreOptions {
     }
 }
 
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("url", &redacted(&self.url))
+            .field("event_retention", &self.event_retention)
+            .field("watch_buffer", &self.watch_buffer)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("poll_interval", &self.poll_interval)
+            .finish()
+    }
+}
+
+/// `url` with the password of its user info, if any, replaced.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else { return url.to_string() };
+    match rest[..at].split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
 /// The store on a SQL database: SQLite, embedded, or PostgreSQL, shared by
 /// several replicas.
 pub struct SqlStore {
@@ -66,7 +89,7 @@ pub struct SqlStore {
     pub(crate) this: Weak<SqlStore>,
     /// On PostgreSQL, the tasks that follow other replicas' writes; they
     /// stop with the store.
-    listener: Option<Listener>,
+    _listener: Option<Listener>,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -92,7 +115,7 @@ impl SqlStore {
         tracing::info!(objects = objects.len(), revision, "store loaded");
         let listener = postgres.then(|| db.get_postgres_connection_pool().clone());
         let store = Arc::new_cyclic(|this: &Weak<SqlStore>| SqlStore {
-            listener: listener.map(|pool| Listener::start(pool, this.clone(), options.poll_interval)),
+            _listener: listener.map(|pool| Listener::start(pool, this.clone(), options.poll_interval)),
             db,
             cache: Cache::new(objects, revision, options.watch_buffer),
             write_lock: tokio::sync::Mutex::new(()),
@@ -101,11 +124,6 @@ impl SqlStore {
             this: this.clone(),
         });
         Ok(store)
-    }
-
-    /// Whether the store shares a PostgreSQL database with other replicas.
-    pub fn is_shared(&self) -> bool {
-        self.listener.is_some()
     }
 }
 
@@ -216,5 +234,22 @@ impl Store for SqlStore {
 
     fn revision(&self) -> u64 {
         self.cache.revision()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_password() {
+        let check = |url: &str, shown: &str| {
+            let debug = format!("{:?}", StoreOptions::new(url));
+            assert!(debug.contains(&format!("{shown:?}")), "{debug}");
+            assert!(!debug.contains("s3cret"), "{debug}");
+        };
+        check("postgres://cms:s3cret@db:5432/cms", "postgres://cms:***@db:5432/cms");
+        check("postgres://cms@db/cms", "postgres://cms@db/cms");
+        check("sqlite:///srv/cms.db?mode=rwc", "sqlite:///srv/cms.db?mode=rwc");
     }
 }
