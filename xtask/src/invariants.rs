@@ -5,7 +5,10 @@
 //! - Only `cms-service` depends on actix, and only `cms-store` on sea-orm or sqlx.
 //! - Only `cms-tofu` spawns processes for the service: no crate source
 //!   outside its `process.rs` makes a `Command`, except the client CLI
-//!   (`cms edit` runs the user's editor).
+//!   (`cms edit` runs the user's editor) and test support (`cms-pgtest`
+//!   runs a throwaway PostgreSQL server).
+//! - Test support never ships: the server binary's normal dependency tree,
+//!   with the features it builds with, holds no test-support crate.
 //! - No test is switched off with an ignore attribute, and none expects a panic.
 //! - The client CLI speaks HTTP only: of the workspace's crates it uses
 //!   `cms-model` alone.
@@ -45,6 +48,7 @@ pub(crate) fn check() -> Result<()> {
     broken.extend(client_speaks_http_only(&graph));
     broken.extend(tests_are_not_switched_off(&workspace_root())?);
     broken.extend(only_the_driver_spawns(&workspace_root())?);
+    broken.extend(test_support_stays_out_of_the_server()?);
     if !broken.is_empty() {
         bail!("{} invariant(s) broken:\n  - {}", broken.len(), broken.join("\n  - "));
     }
@@ -192,8 +196,26 @@ fn tests_are_not_switched_off(root: &Path) -> Result<Vec<String>> {
 /// The one library file that may make a `Command`; spelled in parts so that
 /// this file does not match itself.
 const SPAWNER: &str = "crates/cms-tofu/src/process.rs";
-/// Crates outside the service that may spawn: the client CLI runs an editor.
-const CLIENT_CRATES: [&str; 1] = ["cms-cli"];
+/// Crates outside the service that may spawn: the client CLI runs an editor,
+/// and the test support runs PostgreSQL servers for tests.
+const CLIENT_CRATES: [&str; 2] = ["cms-cli", "cms-pgtest"];
+
+/// Crates that exist for tests only, which the server must never link.
+const TEST_SUPPORT: [&str; 3] = ["cms-pgtest", "cms-fake-node", "mockall"];
+
+/// `cargo tree` resolves features for the server alone, as its build does
+/// (metadata unifies the whole workspace's, test features included).
+fn test_support_stays_out_of_the_server() -> Result<Vec<String>> {
+    let tree = output(
+        &mut cargo(["tree", "-p", "cms-server", "-e", "normal,build", "--prefix", "none"]),
+        Duration::from_secs(300),
+    )?;
+    Ok(TEST_SUPPORT
+        .iter()
+        .filter(|name| tree.lines().any(|line| line.split_whitespace().next() == Some(**name)))
+        .map(|name| format!("cms-server must not link test support, yet it depends on {name} (see `cargo tree -p cms-server -i {name}`)"))
+        .collect())
+}
 
 fn only_the_driver_spawns(root: &Path) -> Result<Vec<String>> {
     let needle = format!("Command::{}", "new");

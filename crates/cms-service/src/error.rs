@@ -143,9 +143,10 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> ApiError {
         match err {
             StoreError::NotFound(_) => ApiError::NotFound(err.to_string()),
-            StoreError::AlreadyExists(_) | StoreError::Conflict { .. } | StoreError::Refused(_) => {
-                ApiError::Conflict(err.to_string())
-            }
+            StoreError::AlreadyExists(_)
+            | StoreError::Conflict { .. }
+            | StoreError::Refused(_)
+            | StoreError::LeaseLost { .. } => ApiError::Conflict(err.to_string()),
             StoreError::Gone { .. } => ApiError::Gone(err.to_string()),
             StoreError::Future { .. } => ApiError::BadRequest(err.to_string()),
             StoreError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
@@ -280,6 +281,7 @@ mod tests {
         check(StoreError::AlreadyExists("tenant \"a\"".into()), 409, "Conflict");
         check(StoreError::Conflict { what: "tenant".into(), expected: 1, current: 2 }, 409, "Conflict");
         check(StoreError::Refused("tenant is being deleted".into()), 409, "Conflict");
+        check(StoreError::LeaseLost { name: "tenant/a".into(), epoch: 2 }, 409, "Conflict");
         check(StoreError::Gone { requested: 1, compacted: 5 }, 410, "Gone");
         check(StoreError::Future { requested: 9, current: 5 }, 400, "BadRequest");
         check(StoreError::Corrupt("row 3".into()), 500, "Internal");

@@ -1,5 +1,9 @@
 //! The read cache: every object, kept coherent by applying the event log in
 //! revision order, and the broadcast that feeds watchers.
+//!
+//! Events apply strictly one revision after another: an event past the next
+//! revision is a gap, which the caller fills by reading the event log (or,
+//! when the log was compacted past the cache, by reloading every object).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -12,7 +16,25 @@ use crate::api::{EventType, Key, Listing, Object, WatchEvent};
 
 pub(crate) struct Cache {
     inner: RwLock<Inner>,
-    events: broadcast::Sender<Arc<WatchEvent>>,
+    events: broadcast::Sender<Broadcast>,
+}
+
+/// What the cache publishes to watchers.
+#[derive(Debug, Clone)]
+pub(crate) enum Broadcast {
+    /// The next change.
+    Event(Arc<WatchEvent>),
+    /// The cache was reloaded past changes it never saw, so a watcher
+    /// following it would miss them: every watcher is cut off.
+    Reset,
+}
+
+/// Events that do not follow the cache's revision: the log must be read
+/// from `after` first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gap {
+    pub(crate) after: u64,
+    pub(crate) found: u64,
 }
 
 #[derive(Default)]
@@ -57,28 +79,30 @@ impl Cache {
 
     /// Every object of `kind`, the revision they are current at, and a
     /// receiver of every later event: nothing is missed or seen twice.
-    pub(crate) fn snapshot(
-        &self,
-        kind: Kind,
-    ) -> (Vec<Arc<Object>>, u64, broadcast::Receiver<Arc<WatchEvent>>) {
+    pub(crate) fn snapshot(&self, kind: Kind) -> (Vec<Arc<Object>>, u64, broadcast::Receiver<Broadcast>) {
         let inner = self.read();
         let objects = inner.range(kind, None).cloned().collect();
         (objects, inner.revision, self.events.subscribe())
     }
 
     /// A receiver of every event after the returned revision.
-    pub(crate) fn subscribe(&self) -> (u64, broadcast::Receiver<Arc<WatchEvent>>) {
+    pub(crate) fn subscribe(&self) -> (u64, broadcast::Receiver<Broadcast>) {
         let inner = self.read();
         (inner.revision, self.events.subscribe())
     }
 
-    /// Applies events newer than the cache, in order, and publishes them.
-    /// Returns the revision the cache then stands at.
-    pub(crate) fn apply(&self, events: Vec<WatchEvent>) -> u64 {
+    /// Applies events newer than the cache, in revision order, and publishes
+    /// them; events the cache already holds are skipped. Stops at the first
+    /// event that is not the next revision. Returns the revision the cache
+    /// then stands at.
+    pub(crate) fn apply(&self, events: Vec<WatchEvent>) -> Result<u64, Gap> {
         let mut inner = self.write();
         for event in events {
             if event.revision <= inner.revision {
                 continue;
+            }
+            if event.revision != inner.revision + 1 {
+                return Err(Gap { after: inner.revision, found: event.revision });
             }
             inner.revision = event.revision;
             match event.event_type {
@@ -86,9 +110,24 @@ impl Cache {
                 EventType::Added | EventType::Modified => inner.insert(event.object.clone()),
             }
             // Nobody listening is not an error.
-            let _ = self.events.send(Arc::new(event));
+            let _ = self.events.send(Broadcast::Event(Arc::new(event)));
         }
-        inner.revision
+        Ok(inner.revision)
+    }
+
+    /// Replaces every object with a fresh load at `revision`, unless the
+    /// cache is already there, and cuts off every watcher.
+    pub(crate) fn replace(&self, objects: Vec<Object>, revision: u64) {
+        let mut inner = self.write();
+        if revision <= inner.revision {
+            return;
+        }
+        let mut fresh = Inner { revision, ..Inner::default() };
+        for object in objects {
+            fresh.insert(Arc::new(object));
+        }
+        *inner = fresh;
+        let _ = self.events.send(Broadcast::Reset);
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
@@ -175,21 +214,56 @@ mod tests {
         assert_eq!(names(page), ["a/m2"]);
     }
 
+    fn revision_of(item: Broadcast) -> u64 {
+        match item {
+            Broadcast::Event(event) => event.revision,
+            Broadcast::Reset => panic!("unexpected reset"),
+        }
+    }
+
     #[tokio::test]
     async fn apply_skips_old_events_and_publishes_new_ones() {
         let cache = Cache::new(vec![], 0, 8);
         let (revision, mut receiver) = cache.subscribe();
         assert_eq!(revision, 0);
-        cache.apply(vec![event(1, EventType::Added, object(Kind::Tenant, "", "t"))]);
-        cache.apply(vec![
+        assert_eq!(cache.apply(vec![event(1, EventType::Added, object(Kind::Tenant, "", "t"))]), Ok(1));
+        let applied = cache.apply(vec![
             event(1, EventType::Added, object(Kind::Tenant, "", "dup")),
             event(2, EventType::Deleted, object(Kind::Tenant, "", "t")),
         ]);
-        assert_eq!(cache.revision(), 2);
+        assert_eq!(applied, Ok(2));
         assert!(cache.get(&Key::tenant("t")).is_none());
         assert!(cache.get(&Key::tenant("dup")).is_none());
-        assert_eq!(receiver.recv().await.unwrap().revision, 1);
-        assert_eq!(receiver.recv().await.unwrap().revision, 2);
+        assert_eq!(revision_of(receiver.recv().await.unwrap()), 1);
+        assert_eq!(revision_of(receiver.recv().await.unwrap()), 2);
         assert_eq!(cache.list(Kind::Tenant, None, Page::default()).total, 0);
+    }
+
+    #[tokio::test]
+    async fn a_gap_stops_apply_and_nothing_past_it_is_published() {
+        let cache = Cache::new(vec![], 0, 8);
+        let (_, mut receiver) = cache.subscribe();
+        let applied = cache.apply(vec![
+            event(1, EventType::Added, object(Kind::Tenant, "", "a")),
+            event(3, EventType::Added, object(Kind::Tenant, "", "c")),
+        ]);
+        assert_eq!(applied, Err(Gap { after: 1, found: 3 }));
+        assert_eq!(cache.revision(), 1);
+        assert!(cache.get(&Key::tenant("c")).is_none());
+        assert_eq!(revision_of(receiver.recv().await.unwrap()), 1);
+        assert!(receiver.try_recv().is_err(), "nothing past the gap");
+    }
+
+    #[tokio::test]
+    async fn replace_reloads_and_cuts_off_watchers() {
+        let cache = Cache::new(vec![object(Kind::Tenant, "", "old")], 4, 8);
+        let (_, mut receiver) = cache.subscribe();
+        cache.replace(vec![object(Kind::Tenant, "", "new")], 9);
+        assert_eq!(cache.revision(), 9);
+        assert!(cache.get(&Key::tenant("old")).is_none());
+        assert_eq!(cache.list(Kind::Tenant, None, Page::default()).total, 1);
+        assert!(matches!(receiver.recv().await.unwrap(), Broadcast::Reset));
+        cache.replace(vec![], 8);
+        assert_eq!(cache.revision(), 9, "an older load changes nothing");
     }
 }

@@ -193,3 +193,28 @@ pub(crate) mod tenant_secret {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+/// Work leases: who may do the work named `name` (a tenant's reconcile), in
+/// which epoch, until when (milliseconds since the Unix epoch, by the
+/// database's clock).
+#[allow(unreachable_pub)]
+pub(crate) mod lease {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "leases")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub name: String,
+        /// Empty when released.
+        pub holder: String,
+        /// Grows by one each time the lease changes hands.
+        pub epoch: i64,
+        pub expires_at: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

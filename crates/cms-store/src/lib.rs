@@ -6,7 +6,10 @@
 //! every change in commit order. Reads are served from an in-memory cache
 //! that applies the log in revision order, and watches are fed from it.
 //!
-//! [`SqlStore`] runs on SQLite (embedded, the default) through sea-orm.
+//! [`SqlStore`] runs through sea-orm on SQLite (embedded, the default) or on
+//! PostgreSQL, where several replicas share one database: each follows the
+//! others' writes through the event log, woken by `NOTIFY`, and [`Leases`]
+//! give one replica at a time a piece of work, with fenced writes.
 
 mod accounts;
 mod accounts_sql;
@@ -14,8 +17,11 @@ mod api;
 mod cache;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod conformance;
+mod dialect;
 mod entity;
 mod error;
+mod lease;
+mod listener;
 mod migration;
 mod projection;
 mod render;
@@ -24,6 +30,10 @@ mod secrets;
 mod sql;
 mod watch;
 mod write;
+
+/// A throwaway PostgreSQL server for tests: [`pgtest::PgServer`].
+#[cfg(feature = "testsuite")]
+pub use cms_pgtest as pgtest;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub use accounts::MockAccounts;
@@ -34,6 +44,9 @@ pub use api::{
     Deleted, Draft, EventType, Key, Listing, Object, Store, WatchError, WatchEvent, WatchItem, WatchStream,
 };
 pub use error::StoreError;
+#[cfg(any(test, feature = "testsuite"))]
+pub use lease::MockLeases;
+pub use lease::{Lease, Leases};
 pub use sql::{SqlStore, StoreOptions};
 
 /// The finalizer that stands for a tenant's machines and infrastructure.

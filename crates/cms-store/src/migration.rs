@@ -1,4 +1,6 @@
-//! Schema migrations, applied in order at start-up.
+//! Schema migrations, applied in order at start-up. The same statements run
+//! on SQLite and PostgreSQL: JSON and timestamps are text, counters and
+//! times in milliseconds `bigint`, sealed secrets `blob` (`bytea`).
 
 use sea_orm_migration::prelude::*;
 
@@ -6,7 +8,12 @@ pub(crate) struct Migrator;
 
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(CreateTables), Box::new(CreateAccounts), Box::new(CreateTenantSecrets)]
+        vec![
+            Box::new(CreateTables),
+            Box::new(CreateAccounts),
+            Box::new(CreateTenantSecrets),
+            Box::new(CreateLeases),
+        ]
     }
 }
 
@@ -272,6 +279,45 @@ impl MigrationTrait for CreateTenantSecrets {
                     .col(text(TenantSecrets::Tenant).primary_key())
                     .col(ColumnDef::new(TenantSecrets::Sealed).blob().not_null())
                     .col(text(TenantSecrets::CreatedAt))
+                    .to_owned(),
+            )
+            .await
+    }
+}
+
+/// Work leases, for replicas that share one database.
+struct CreateLeases;
+
+impl MigrationName for CreateLeases {
+    fn name(&self) -> &str {
+        "m0004_create_leases"
+    }
+}
+
+#[derive(DeriveIden)]
+enum Leases {
+    Table,
+    Name,
+    Holder,
+    Epoch,
+    ExpiresAt,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateLeases {
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(Leases::Table)
+                    .col(text(Leases::Name).primary_key())
+                    .col(text(Leases::Holder))
+                    .col(big(Leases::Epoch))
+                    .col(big(Leases::ExpiresAt))
                     .to_owned(),
             )
             .await

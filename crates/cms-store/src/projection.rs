@@ -5,8 +5,10 @@ use cms_model::Projected;
 use sea_orm::{ActiveValue::Set, EntityTrait, QueryOrder, TransactionTrait};
 
 use crate::api::Key;
+use crate::dialect;
 use crate::entity::projection;
 use crate::error::StoreError;
+use crate::lease::{self, Lease};
 use crate::render::{format_time, json};
 use crate::rows;
 use crate::sql::SqlStore;
@@ -16,11 +18,17 @@ impl SqlStore {
         &self,
         tenant: String,
         items: Vec<Projected>,
+        fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let items = serde_json::to_string(&items).map_err(|err| StoreError::Corrupt(err.to_string()))?;
         let _guard = self.write_lock.lock().await;
         let txn = self.db.begin().await?;
-        rows::get(&txn, &Key::tenant(tenant.clone())).await?;
+        if let Some(lease) = fence {
+            lease::check(&txn, lease).await?;
+        }
+        let key = Key::tenant(tenant.clone());
+        dialect::lock_owner(&txn, &key).await?;
+        rows::get(&txn, &key).await?;
         projection::Entity::delete_by_id(tenant.clone()).exec(&txn).await?;
         let row = projection::ActiveModel {
             tenant: Set(tenant),

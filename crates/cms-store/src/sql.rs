@@ -1,49 +1,95 @@
-//! [`SqlStore`]: the store on a SQL database through sea-orm.
+//! [`SqlStore`]: the store on a SQL database through sea-orm, SQLite or
+//! PostgreSQL.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cms_model::{Kind, Page, Projected};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait, QueryOrder};
-use sea_orm_migration::MigratorTrait;
 use serde_json::Value;
 
 use crate::api::{Deleted, Draft, Key, Listing, Object, Store, WatchStream};
 use crate::cache::Cache;
+use crate::dialect;
 use crate::entity::{counter, object};
 use crate::error::StoreError;
-use crate::migration::Migrator;
+use crate::listener::Listener;
 use crate::render::render;
 
-/// How to open a [`SqlStore`].
-#[derive(Debug, Clone)]
+/// How to open a [`SqlStore`]. Its `Debug` hides the URL's password.
+#[derive(Clone)]
 pub struct StoreOptions {
-    /// `sqlite://PATH?mode=rwc`.
+    /// `sqlite://PATH?mode=rwc`, or `postgres://USER:PASSWORD@HOST:PORT/DB`
+    /// for several replicas sharing one database.
     pub url: String,
     /// How many events the log keeps for watchers that resume.
     pub event_retention: u64,
     /// How many events a watcher may fall behind before it is cut off.
     pub watch_buffer: usize,
+    /// On PostgreSQL, the longest a call waits for a database connection
+    /// before it fails with [`StoreError::Unavailable`]. (Embedded SQLite
+    /// is never unreachable; its calls queue for up to ten seconds.)
+    pub acquire_timeout: Duration,
+    /// On PostgreSQL, how often a replica reads the event log even without a
+    /// notification, as a safety net.
+    pub poll_interval: Duration,
 }
 
 impl StoreOptions {
-    /// Options for `url` with the default retention and buffer.
+    /// Options for `url` with the defaults.
     pub fn new(url: impl Into<String>) -> StoreOptions {
-        StoreOptions { url: url.into(), event_retention: 10_000, watch_buffer: 4096 }
+        StoreOptions {
+            url: url.into(),
+            event_retention: 10_000,
+            watch_buffer: 4096,
+            acquire_timeout: Duration::from_secs(3),
+            poll_interval: Duration::from_secs(5),
+        }
     }
 }
 
-/// The store on a SQL database: SQLite, embedded.
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("url", &redacted(&self.url))
+            .field("event_retention", &self.event_retention)
+            .field("watch_buffer", &self.watch_buffer)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("poll_interval", &self.poll_interval)
+            .finish()
+    }
+}
+
+/// `url` with the password of its user info, if any, replaced.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else { return url.to_string() };
+    match rest[..at].split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
+/// The store on a SQL database: SQLite, embedded, or PostgreSQL, shared by
+/// several replicas.
 pub struct SqlStore {
     pub(crate) db: DatabaseConnection,
     pub(crate) cache: Cache,
-    /// Serializes this replica's writes, so that the cache applies them in
-    /// commit order.
+    /// Serializes this replica's writes. Across replicas, the database
+    /// serializes them on the revision counter row.
     pub(crate) write_lock: tokio::sync::Mutex<()>,
+    /// One catch-up with the event log at a time.
+    pub(crate) catch_up_lock: tokio::sync::Mutex<()>,
     pub(crate) retention: u64,
+    /// This store, for the fenced views it hands out.
+    pub(crate) this: Weak<SqlStore>,
+    /// On PostgreSQL, the tasks that follow other replicas' writes; they
+    /// stop with the store.
+    _listener: Option<Listener>,
 }
 
 impl std::fmt::Debug for SqlStore {
@@ -53,48 +99,70 @@ impl std::fmt::Debug for SqlStore {
 }
 
 impl SqlStore {
-    /// Connects, runs the migrations and loads the cache.
+    /// Connects, runs the migrations and loads the cache. On PostgreSQL it
+    /// also starts following the writes of other replicas.
     pub async fn open(options: &StoreOptions) -> Result<Arc<SqlStore>, StoreError> {
-        if !options.url.starts_with("sqlite:") {
+        let postgres = options.url.starts_with("postgres://") || options.url.starts_with("postgresql://");
+        if !postgres && !options.url.starts_with("sqlite:") {
             return Err(StoreError::Refused(format!(
-                "unsupported database URL scheme in {:?}: this build supports sqlite:// only",
+                "unsupported database URL scheme {:?}: use sqlite:// or postgres://",
                 options.url.split("://").next().unwrap_or_default()
             )));
         }
-        let mut connect = ConnectOptions::new(options.url.clone());
-        connect
-            .max_connections(4)
-            .min_connections(1)
-            .connect_timeout(Duration::from_secs(10))
-            .sqlx_logging(false)
-            .map_sqlx_sqlite_opts(|sqlite| {
-                sqlite
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Full)
-                    .busy_timeout(Duration::from_secs(10))
-                    .create_if_missing(true)
-            });
-        let db = Database::connect(connect).await?;
-        Migrator::up(&db, None).await?;
+        let db = Database::connect(connect_options(options, postgres)).await?;
+        dialect::migrate(&db).await?;
         let (objects, revision) = load(&db).await?;
         tracing::info!(objects = objects.len(), revision, "store loaded");
-        Ok(Arc::new(SqlStore {
+        let listener = postgres.then(|| db.get_postgres_connection_pool().clone());
+        let store = Arc::new_cyclic(|this: &Weak<SqlStore>| SqlStore {
+            _listener: listener.map(|pool| Listener::start(pool, this.clone(), options.poll_interval)),
             db,
             cache: Cache::new(objects, revision, options.watch_buffer),
             write_lock: tokio::sync::Mutex::new(()),
+            catch_up_lock: tokio::sync::Mutex::new(()),
             retention: options.event_retention.max(1),
-        }))
+            this: this.clone(),
+        });
+        Ok(store)
     }
 }
 
-/// Reads every object and the current revision.
-async fn load(db: &DatabaseConnection) -> Result<(Vec<Object>, u64), StoreError> {
+fn connect_options(options: &StoreOptions, postgres: bool) -> ConnectOptions {
+    let mut connect = ConnectOptions::new(options.url.clone());
+    connect.sqlx_logging(false);
+    if postgres {
+        connect
+            .max_connections(16)
+            .min_connections(0)
+            .connect_timeout(options.acquire_timeout)
+            .acquire_timeout(options.acquire_timeout);
+        return connect;
+    }
+    connect
+        .max_connections(4)
+        .min_connections(1)
+        .connect_timeout(Duration::from_secs(10))
+        .map_sqlx_sqlite_opts(|sqlite| {
+            sqlite
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .busy_timeout(Duration::from_secs(10))
+                .create_if_missing(true)
+        });
+    connect
+}
+
+/// Reads every object and the current revision, from one snapshot.
+pub(crate) async fn load(db: &DatabaseConnection) -> Result<(Vec<Object>, u64), StoreError> {
+    let txn = dialect::begin_snapshot(db).await?;
+    let revision = crate::write::counter(&txn, counter::REVISION).await?;
     let rows = object::Entity::find()
         .order_by_asc(object::Column::Kind)
         .order_by_asc(object::Column::Tenant)
         .order_by_asc(object::Column::Name)
-        .all(db)
+        .all(&txn)
         .await?;
+    txn.commit().await?;
     let mut groups: HashMap<&str, Vec<object::Model>> = HashMap::new();
     for row in rows.iter().filter(|row| row.kind == Kind::NodeGroup.as_str()) {
         groups.entry(row.tenant.as_str()).or_default().push(row.clone());
@@ -106,7 +174,6 @@ async fn load(db: &DatabaseConnection) -> Result<(Vec<Object>, u64), StoreError>
             render(row, own.map(Vec::as_slice).unwrap_or_default())
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let revision = crate::write::counter(db, counter::REVISION).await?;
     Ok((objects, revision))
 }
 
@@ -121,11 +188,11 @@ impl Store for SqlStore {
     }
 
     async fn create(&self, key: Key, draft: Draft) -> Result<Arc<Object>, StoreError> {
-        self.create_object(key, draft).await
+        self.create_object(key, draft, None).await
     }
 
     async fn update(&self, key: Key, draft: Draft, expected: u64) -> Result<Arc<Object>, StoreError> {
-        self.update_object(key, draft, expected).await
+        self.update_object(key, draft, expected, None).await
     }
 
     async fn update_status(
@@ -134,15 +201,15 @@ impl Store for SqlStore {
         status: Value,
         expected: Option<u64>,
     ) -> Result<Arc<Object>, StoreError> {
-        self.update_object_status(key, status, expected).await
+        self.update_object_status(key, status, expected, None).await
     }
 
     async fn delete(&self, key: Key) -> Result<Deleted, StoreError> {
-        self.delete_object(key).await
+        self.delete_object(key, None).await
     }
 
     async fn remove_finalizer(&self, key: Key, finalizer: String) -> Result<Option<Arc<Object>>, StoreError> {
-        self.clear_finalizer(key, finalizer).await
+        self.clear_finalizer(key, finalizer, None).await
     }
 
     async fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStream, StoreError> {
@@ -150,7 +217,7 @@ impl Store for SqlStore {
     }
 
     async fn set_projection(&self, tenant: String, items: Vec<Projected>) -> Result<(), StoreError> {
-        self.write_projection(tenant, items).await
+        self.write_projection(tenant, items, None).await
     }
 
     async fn projection(&self, tenant: Option<String>) -> Result<Option<Vec<Projected>>, StoreError> {
@@ -167,5 +234,22 @@ impl Store for SqlStore {
 
     fn revision(&self) -> u64 {
         self.cache.revision()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_password() {
+        let check = |url: &str, shown: &str| {
+            let debug = format!("{:?}", StoreOptions::new(url));
+            assert!(debug.contains(&format!("{shown:?}")), "{debug}");
+            assert!(!debug.contains("s3cret"), "{debug}");
+        };
+        check("postgres://cms:s3cret@db:5432/cms", "postgres://cms:***@db:5432/cms");
+        check("postgres://cms@db/cms", "postgres://cms@db/cms");
+        check("sqlite:///srv/cms.db?mode=rwc", "sqlite:///srv/cms.db?mode=rwc");
     }
 }

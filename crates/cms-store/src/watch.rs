@@ -9,11 +9,15 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::api::{EventType, Key, WatchError, WatchEvent, WatchItem, WatchStream};
+use crate::cache::Broadcast;
 use crate::entity::{counter, event};
 use crate::error::StoreError;
 use crate::render::parse_object;
-use crate::sql::SqlStore;
+use crate::sql::{SqlStore, load};
 use crate::write::counter;
+
+/// How many events one read of the log returns at most.
+const LOG_BATCH: u64 = 1000;
 
 impl SqlStore {
     pub(crate) async fn open_watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStream, StoreError> {
@@ -43,10 +47,51 @@ impl SqlStore {
     }
 
     /// Applies to the cache whatever the log holds beyond it: the writes of
-    /// other replicas.
+    /// other replicas, in revision order. When the log no longer reaches back
+    /// to the cache (this replica lagged past the log's retention), reloads
+    /// every object instead and cuts off the watchers, which would otherwise
+    /// miss the compacted events.
     pub(crate) async fn catch_up(&self) -> Result<(), StoreError> {
-        let events = self.read_log(self.cache.revision(), None, None).await?;
-        self.cache.apply(events);
+        let _turn = self.catch_up_lock.lock().await;
+        loop {
+            let after = self.cache.revision();
+            let events = self.read_log(after, Some(after + LOG_BATCH), None).await?;
+            let Some(first) = events.first() else {
+                if self.log_reaches(after).await? {
+                    return Ok(());
+                }
+                return self.reload().await;
+            };
+            if first.revision != after + 1 {
+                return self.reload().await;
+            }
+            let full = events.len() as u64 == LOG_BATCH;
+            if self.cache.apply(events).is_err() {
+                return self.reload().await;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Whether the log holds every event after `after`: nothing was
+    /// compacted past it, and the log ends no later.
+    async fn log_reaches(&self, after: u64) -> Result<bool, StoreError> {
+        let compacted = counter(&self.db, counter::COMPACTED).await?;
+        let revision = counter(&self.db, counter::REVISION).await?;
+        Ok(compacted <= after || revision <= after)
+    }
+
+    /// Loads every object afresh into the cache.
+    async fn reload(&self) -> Result<(), StoreError> {
+        let (objects, revision) = load(&self.db).await?;
+        tracing::warn!(
+            from = self.cache.revision(),
+            to = revision,
+            "the event log no longer reaches this replica's cache: reloaded it, and watchers must resume"
+        );
+        self.cache.replace(objects, revision);
         Ok(())
     }
 
@@ -81,7 +126,7 @@ impl SqlStore {
 /// The live events of `kind` after revision `after`; ends with `Lagged` when
 /// the watcher falls more than the broadcast buffer behind.
 fn live(
-    receiver: broadcast::Receiver<Arc<WatchEvent>>,
+    receiver: broadcast::Receiver<Broadcast>,
     kind: Kind,
     after: u64,
 ) -> impl futures_util::Stream<Item = Result<WatchItem, WatchError>> + Send {
@@ -89,11 +134,13 @@ fn live(
         let mut receiver = state?;
         loop {
             match receiver.recv().await {
-                Ok(event) if event.object.key.kind == kind && event.revision > after => {
+                Ok(Broadcast::Event(event)) if event.object.key.kind == kind && event.revision > after => {
                     return Some((Ok(WatchItem::Event(WatchEvent::clone(&event))), Some(receiver)));
                 }
-                Ok(_) => continue,
-                Err(RecvError::Lagged(_)) => return Some((Err(WatchError::Lagged), None)),
+                Ok(Broadcast::Event(_)) => continue,
+                Ok(Broadcast::Reset) | Err(RecvError::Lagged(_)) => {
+                    return Some((Err(WatchError::Lagged), None));
+                }
                 Err(RecvError::Closed) => return None,
             }
         }

@@ -1,5 +1,11 @@
 //! The write path: every operation is one transaction that changes rows,
 //! takes revisions from the counter row and appends to the event log.
+//!
+//! The counter row is taken last, by an `UPDATE` inside the transaction, so
+//! on PostgreSQL concurrent replicas' transactions queue on it and commit in
+//! the order of their revisions: a reader of the log never sees revision
+//! `r + 1` before `r`. A fenced write (one that carries a [`Lease`]) first
+//! checks, in the same transaction, that the lease is still held.
 
 use std::sync::Arc;
 
@@ -14,8 +20,10 @@ use serde_json::Value;
 use tokio::sync::MutexGuard;
 
 use crate::api::{Deleted, Draft, EventType, Key, Object, WatchEvent};
+use crate::dialect;
 use crate::entity::{counter, event, object};
 use crate::error::StoreError;
+use crate::lease::{self, Lease};
 use crate::render::{format_time, json, map_text};
 use crate::rows::{self, text};
 use crate::secrets;
@@ -57,9 +65,15 @@ struct Write<'a> {
 }
 
 impl SqlStore {
-    async fn begin(&self) -> Result<Write<'_>, StoreError> {
+    /// Opens a write of `key`: checks the fence, if any, and locks the row
+    /// of the tenant that owns `key`.
+    async fn begin(&self, key: &Key, fence: Option<&Lease>) -> Result<Write<'_>, StoreError> {
         let guard = self.write_lock.lock().await;
         let txn = self.db.begin().await?;
+        if let Some(lease) = fence {
+            lease::check(&txn, lease).await?;
+        }
+        dialect::lock_owner(&txn, key).await?;
         Ok(Write { _guard: guard, txn, now: format_time(Utc::now()), changes: Changes::default() })
     }
 
@@ -96,12 +110,22 @@ impl SqlStore {
         });
         event::Entity::insert_many(logged).exec_without_returning(&txn).await?;
         self.compact(&txn, last).await?;
+        dialect::notify(&txn, last).await?;
         txn.commit().await?;
-        if first > self.cache.revision() + 1 {
-            self.catch_up().await?;
-        }
-        self.cache.apply(events.clone());
+        self.publish(events.clone()).await;
         Ok(events)
+    }
+
+    /// Applies a committed write to the cache. When other replicas' writes
+    /// come first, reads them from the log; when that fails, the listener
+    /// applies everything once the database answers again.
+    async fn publish(&self, events: Vec<WatchEvent>) {
+        if self.cache.apply(events).is_ok() {
+            return;
+        }
+        if let Err(err) = self.catch_up().await {
+            tracing::warn!(error = %err, "a write committed but the event log could not be read back yet");
+        }
     }
 
     /// Drops events the log no longer needs to keep.
@@ -143,8 +167,13 @@ impl SqlStore {
         Ok(())
     }
 
-    pub(crate) async fn create_object(&self, key: Key, draft: Draft) -> Result<Arc<Object>, StoreError> {
-        let mut write = self.begin().await?;
+    pub(crate) async fn create_object(
+        &self,
+        key: Key,
+        draft: Draft,
+        fence: Option<&Lease>,
+    ) -> Result<Arc<Object>, StoreError> {
+        let mut write = self.begin(&key, fence).await?;
         if rows::find(&write.txn, &key).await?.is_some() {
             return Err(StoreError::AlreadyExists(key.to_string()));
         }
@@ -179,8 +208,9 @@ impl SqlStore {
         key: Key,
         draft: Draft,
         expected: u64,
+        fence: Option<&Lease>,
     ) -> Result<Arc<Object>, StoreError> {
-        let mut write = self.begin().await?;
+        let mut write = self.begin(&key, fence).await?;
         let row = rows::get(&write.txn, &key).await?;
         if row.resource_version as u64 != expected {
             let current = row.resource_version as u64;
@@ -222,8 +252,9 @@ impl SqlStore {
         key: Key,
         status: Value,
         expected: Option<u64>,
+        fence: Option<&Lease>,
     ) -> Result<Arc<Object>, StoreError> {
-        let mut write = self.begin().await?;
+        let mut write = self.begin(&key, fence).await?;
         let row = rows::get(&write.txn, &key).await?;
         let expected = expected.unwrap_or(row.resource_version as u64);
         let sets = vec![
@@ -236,8 +267,8 @@ impl SqlStore {
         latest(&events, &key)
     }
 
-    pub(crate) async fn delete_object(&self, key: Key) -> Result<Deleted, StoreError> {
-        let mut write = self.begin().await?;
+    pub(crate) async fn delete_object(&self, key: Key, fence: Option<&Lease>) -> Result<Deleted, StoreError> {
+        let mut write = self.begin(&key, fence).await?;
         let row = rows::get(&write.txn, &key).await?;
         let finalizers: &[&str] = match key.kind {
             Kind::Tenant => &[FINALIZER_MACHINES, FINALIZER_SECRETS],
@@ -271,8 +302,9 @@ impl SqlStore {
         &self,
         key: Key,
         finalizer: String,
+        fence: Option<&Lease>,
     ) -> Result<Option<Arc<Object>>, StoreError> {
-        let mut write = self.begin().await?;
+        let mut write = self.begin(&key, fence).await?;
         let row = rows::get(&write.txn, &key).await?;
         let mut finalizers: Vec<String> = json(&row.finalizers)?;
         let before = finalizers.len();

@@ -3,6 +3,7 @@
 //! turns them into tests for one backend.
 
 mod accounts;
+mod leases;
 mod resources;
 mod secrets;
 mod watch;
@@ -29,7 +30,8 @@ macro_rules! conformance_suite {
             watch_resumes_from_log, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
             reopen_sees_everything, projections,
             users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value,
-            secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer);
+            secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,
+            leases_are_exclusive, leases_expire_and_are_taken_over, fenced_writes_need_the_lease);
     };
     (@cases $url:expr; $($case:ident),* $(,)?) => {
         $(
@@ -43,9 +45,25 @@ macro_rules! conformance_suite {
 }
 
 pub use accounts::*;
+pub use leases::*;
 pub use resources::*;
 pub use secrets::*;
 pub use watch::*;
+
+/// A fresh SQLite database in a directory of its own, for
+/// [`crate::conformance_suite!`].
+pub fn sqlite() -> (String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("cms.db").display());
+    (url, dir)
+}
+
+/// A fresh database on this test process's PostgreSQL server (see
+/// [`crate::pgtest::PgServer::shared`]), for [`crate::conformance_suite!`].
+#[cfg(feature = "testsuite")]
+pub fn postgres() -> (String, ()) {
+    (crate::pgtest::PgServer::shared().database(), ())
+}
 
 pub(crate) async fn open(url: &str) -> Arc<SqlStore> {
     open_with(url, StoreOptions::new(url)).await

@@ -1,9 +1,8 @@
-//! The store conformance suite on embedded SQLite.
+//! The store's integration tests: the conformance suite on SQLite and on
+//! PostgreSQL, and what only several replicas on PostgreSQL can show.
 
-fn sqlite() -> (String, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("cms.db").display());
-    (url, dir)
-}
-
-cms_store::conformance_suite!(sqlite());
+mod outage;
+mod postgres;
+mod proxy;
+mod replicas;
+mod sqlite;
