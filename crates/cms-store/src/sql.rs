@@ -187,14 +187,17 @@ impl Store for SqlStore {
         self.cache.list(kind, tenant.as_deref(), page)
     }
 
+    #[tracing::instrument(name = "store.create", skip_all, fields(key = %key))]
     async fn create(&self, key: Key, draft: Draft) -> Result<Arc<Object>, StoreError> {
         self.create_object(key, draft, None).await
     }
 
+    #[tracing::instrument(name = "store.update", skip_all, fields(key = %key))]
     async fn update(&self, key: Key, draft: Draft, expected: u64) -> Result<Arc<Object>, StoreError> {
         self.update_object(key, draft, expected, None).await
     }
 
+    #[tracing::instrument(name = "store.update_status", skip_all, fields(key = %key))]
     async fn update_status(
         &self,
         key: Key,
@@ -204,10 +207,12 @@ impl Store for SqlStore {
         self.update_object_status(key, status, expected, None).await
     }
 
+    #[tracing::instrument(name = "store.delete", skip_all, fields(key = %key))]
     async fn delete(&self, key: Key) -> Result<Deleted, StoreError> {
         self.delete_object(key, None).await
     }
 
+    #[tracing::instrument(name = "store.remove_finalizer", skip_all, fields(key = %key))]
     async fn remove_finalizer(&self, key: Key, finalizer: String) -> Result<Option<Arc<Object>>, StoreError> {
         self.clear_finalizer(key, finalizer, None).await
     }
@@ -216,6 +221,7 @@ impl Store for SqlStore {
         self.open_watch(kind, since).await
     }
 
+    #[tracing::instrument(name = "store.set_projection", skip_all, fields(tenant = %tenant))]
     async fn set_projection(&self, tenant: String, items: Vec<Projected>) -> Result<(), StoreError> {
         self.write_projection(tenant, items, None).await
     }
