@@ -49,7 +49,13 @@ async fn write_until_killed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_kill_9() {
-    let server = Server::start().await;
+    acknowledged_writes_survive_kill_9_on(Server::options()).await;
+}
+
+/// The durability check on a server started with `options`: SQLite by
+/// default, PostgreSQL in the replicas tests.
+pub(crate) async fn acknowledged_writes_survive_kill_9_on(options: cms_e2e::ServerOptions) {
+    let server = options.start().await;
     let killed = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicUsize::new(0));
     let writers: Vec<_> = (0..WRITERS)

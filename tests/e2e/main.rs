@@ -25,6 +25,7 @@ mod node_groups;
 mod operational;
 mod pagination;
 mod provisioning;
+mod replicas;
 mod secrets;
 mod shutdown;
 mod tenants;

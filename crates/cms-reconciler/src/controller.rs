@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Action, Backoff, Context, reconcile};
+use crate::{Action, Backoff, Context, LeaseOptions, reconcile};
 
 /// How the controller runs.
 #[derive(Debug, Clone, Copy)]
@@ -30,8 +30,14 @@ impl Default for ControllerOptions {
 
 /// What wakes the loop.
 enum Wake {
+    /// A change, or a retry that is due: runs at once.
     Trigger(String),
-    Done { tenant: String, result: Result<Action, String> },
+    /// The periodic resync: waits out a failing tenant's backoff.
+    Resync(String),
+    Done {
+        tenant: String,
+        result: Result<Action, String>,
+    },
 }
 
 #[derive(Default)]
@@ -39,6 +45,8 @@ struct TenantState {
     running: bool,
     again: bool,
     failures: u32,
+    /// While a failed tenant backs off, resyncs leave it alone.
+    backoff_until: Option<tokio::time::Instant>,
 }
 
 /// Runs the controller until `shutdown`; runs in flight finish first.
@@ -55,14 +63,19 @@ pub async fn run(ctx: Arc<Context>, options: ControllerOptions, shutdown: Cancel
             () = shutdown.cancelled() => break,
             _ = resync.tick() => {
                 for name in tenant_names(&ctx) {
-                    let _ = wake.send(Wake::Trigger(name));
+                    let _ = wake.send(Wake::Resync(name));
                 }
                 continue;
             }
             event = woken.recv() => match event { Some(event) => event, None => break },
         };
         match event {
-            Wake::Trigger(name) => {
+            Wake::Resync(name)
+                if tenants
+                    .get(&name)
+                    .and_then(|state| state.backoff_until)
+                    .is_some_and(|until| tokio::time::Instant::now() < until) => {}
+            Wake::Trigger(name) | Wake::Resync(name) => {
                 let state = tenants.entry(name.clone()).or_default();
                 if state.running {
                     state.again = true;
@@ -75,13 +88,22 @@ pub async fn run(ctx: Arc<Context>, options: ControllerOptions, shutdown: Cancel
                 let state = tenants.entry(tenant.clone()).or_default();
                 state.running = false;
                 let retry = match result {
+                    // Sooner than the periodic resync: a tenant whose nodes
+                    // are not ready yet, or one another replica holds.
+                    Ok(Action::Requeue(delay)) if delay < ctx.resync => {
+                        state.failures = 0;
+                        state.backoff_until = None;
+                        Some(delay)
+                    }
                     Ok(_) => {
                         state.failures = 0;
+                        state.backoff_until = None;
                         None
                     }
                     Err(message) => {
                         state.failures += 1;
                         let delay = options.backoff.delay(state.failures);
+                        state.backoff_until = Some(tokio::time::Instant::now() + delay);
                         tracing::warn!(%tenant, failures = state.failures, ?delay, "reconcile failed: {message}");
                         Some(delay)
                     }
@@ -108,13 +130,50 @@ fn spawn_run(ctx: Arc<Context>, permits: Arc<Semaphore>, wake: mpsc::UnboundedSe
     tokio::spawn(async move {
         let Ok(_permit) = permits.acquire_owned().await else { return };
         let started = std::time::Instant::now();
-        let result = reconcile(&tenant, &ctx).await.map_err(|err| err.to_string());
+        let result = match &ctx.leases {
+            None => reconcile(&tenant, &ctx).await.map_err(|err| err.to_string()),
+            Some(leases) => leased(&tenant, &ctx, leases).await,
+        };
         let outcome = if result.is_ok() { "ok" } else { "error" };
         metrics::counter!("cms_reconciles_total", "outcome" => outcome).increment(1);
         metrics::histogram!("cms_reconcile_duration_seconds", "outcome" => outcome)
             .record(started.elapsed().as_secs_f64());
         let _ = wake.send(Wake::Done { tenant, result });
     });
+}
+
+/// One reconcile under the tenant's lease: skipped while another replica
+/// holds it (looked at again once it may have expired), with every write
+/// fenced by it, renewed while it runs, and cancelled, tool run included,
+/// when it is lost.
+async fn leased(tenant: &str, ctx: &Context, options: &LeaseOptions) -> Result<Action, String> {
+    let name = format!("tenant/{tenant}");
+    let lease = match options.leases.acquire_lease(name, options.holder.clone(), options.ttl).await {
+        Ok(Some(lease)) => lease,
+        Ok(None) => return Ok(Action::Requeue(options.ttl)),
+        Err(err) => return Err(format!("could not take the tenant's lease: {err}")),
+    };
+    let fenced = Context { store: options.leases.fenced(lease.clone()), ..ctx.clone() };
+    let held = std::sync::Mutex::new(lease);
+    let renew = async {
+        loop {
+            tokio::time::sleep(options.ttl / 3).await;
+            let current = held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+            match options.leases.renew_lease(current, options.ttl).await {
+                Ok(renewed) => *held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = renewed,
+                Err(err) => return err,
+            }
+        }
+    };
+    let result = tokio::select! {
+        result = reconcile(tenant, &fenced) => result.map_err(|err| err.to_string()),
+        lost = renew => Err(format!("stopped: the tenant's lease could not be renewed: {lost}")),
+    };
+    let last = held.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Err(err) = options.leases.release_lease(last).await {
+        tracing::warn!(tenant, "could not release the tenant's lease: {err}");
+    }
+    result
 }
 
 fn tenant_names(ctx: &Context) -> Vec<String> {

@@ -29,7 +29,7 @@ pub use nodes::{NodeClient, NodeRef};
 #[cfg(any(test, feature = "testsuite"))]
 pub use plan::MockMachineConfigs;
 pub use plan::{MachineConfigs, desired, machine_id};
-pub use reconcile::{APPLIED_ANNOTATION, Context, NODE_RETRY, reconcile};
+pub use reconcile::{APPLIED_ANNOTATION, Context, LeaseOptions, NODE_RETRY, reconcile};
 pub use settle::CONFIG_HASH_ANNOTATION;
 pub use status::{MACHINES_READY, PROVISIONED};
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cms_model::{Machine, Phase, Tenant};
-use cms_store::{Draft, FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Store, StoreError};
+use cms_store::{Draft, FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store, StoreError};
 use cms_tofu::{Tofu, WorkspacePlan, project};
 
 use crate::machines::{self, newest_first, planned};
@@ -33,7 +33,27 @@ pub const APPLIED_ANNOTATION: &str = "service.io/applied-inputs";
 /// (or the resync interval, when shorter).
 pub const NODE_RETRY: Duration = Duration::from_secs(10);
 
+/// Work leases, for several replicas on one database: a tenant is
+/// reconciled only under its lease, and every write of that reconcile is
+/// fenced by it.
+#[derive(Clone)]
+pub struct LeaseOptions {
+    pub leases: Arc<dyn Leases>,
+    /// This replica, as lease holders are named.
+    pub holder: String,
+    /// How long a lease lasts unless renewed; renewed every third of it
+    /// while a reconcile runs.
+    pub ttl: Duration,
+}
+
+impl std::fmt::Debug for LeaseOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseOptions").field("holder", &self.holder).field("ttl", &self.ttl).finish()
+    }
+}
+
 /// What a reconcile works with.
+#[derive(Clone)]
 pub struct Context {
     pub store: Arc<dyn Store>,
     pub tofu: Arc<Tofu>,
@@ -41,6 +61,8 @@ pub struct Context {
     pub configs: Option<Arc<dyn MachineConfigs>>,
     /// The periodic resync.
     pub resync: Duration,
+    /// Leases when several replicas share the store; `None` for one.
+    pub leases: Option<LeaseOptions>,
 }
 
 impl std::fmt::Debug for Context {

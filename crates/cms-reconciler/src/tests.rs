@@ -105,6 +105,7 @@ async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfig
         nodes,
         configs: Some(configs),
         resync: Duration::from_secs(60),
+        leases: None,
     };
     Fixture { _dir: dir, store, engine, ctx }
 }

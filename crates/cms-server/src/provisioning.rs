@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cms_nodeapi::TalosNodeClient;
-use cms_reconciler::{Backoff, Context, ControllerOptions};
+use cms_reconciler::{Backoff, Context, ControllerOptions, LeaseOptions};
 use cms_service::{Secrets, StoreMachineConfigs, TenantNodeClient};
-use cms_store::Store;
+use cms_store::{Leases, Store};
 use cms_tofu::{Credentials, ProcessRunner, StateBackend, Tofu, TofuOptions};
 use secrecy::SecretString;
 use tokio::task::JoinHandle;
@@ -30,7 +30,12 @@ pub(crate) struct Provisioning {
 impl Provisioning {
     /// Starts the controller on `store`; cloud instances boot with configs
     /// rendered from `secrets`.
-    pub(crate) fn start(settings: &Settings, store: Arc<dyn Store>, secrets: Arc<Secrets>) -> Provisioning {
+    pub(crate) fn start(
+        settings: &Settings,
+        store: Arc<dyn Store>,
+        leases: Arc<dyn Leases>,
+        secrets: Arc<Secrets>,
+    ) -> Provisioning {
         let mut credentials = Credentials::from_env();
         let mut backend = StateBackend::Local;
         if settings.is_postgres() {
@@ -59,6 +64,13 @@ impl Provisioning {
             nodes,
             configs: Some(configs),
             resync: settings.resync_interval,
+            // Several replicas share a PostgreSQL store: each tenant is
+            // reconciled under its lease. One SQLite process needs none.
+            leases: settings.is_postgres().then(|| LeaseOptions {
+                leases,
+                holder: replica_id(),
+                ttl: settings.lease_ttl,
+            }),
         });
         let controller =
             ControllerOptions { concurrency: settings.reconcile_concurrency, backoff: Backoff::default() };
@@ -77,6 +89,24 @@ impl Provisioning {
             abort.abort();
         }
     }
+}
+
+/// This replica's name as a lease holder: the host, the process and a
+/// random part, so that a restarted process never passes for its
+/// predecessor.
+fn replica_id() -> String {
+    let host =
+        std::fs::read_to_string("/etc/hostname").map(|name| name.trim().to_string()).unwrap_or_default();
+    let host = if host.is_empty() { "host".to_string() } else { host };
+    let random: u32 = rand_part();
+    format!("{host}/{}/{random:08x}", std::process::id())
+}
+
+/// 32 random bits from the clock and the process, enough to tell restarts apart.
+fn rand_part() -> u32 {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
+    nanos ^ std::process::id().rotate_left(16)
 }
 
 /// The key that OpenTofu state encryption derives from: the secrets key.

@@ -47,8 +47,9 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
             "authentication is DISABLED: every request is served as admin (CMS_INSECURE_DISABLE_AUTH)"
         );
     }
-    let provisioning =
-        settings.provisioning.then(|| Provisioning::start(&settings, store.clone(), secrets.clone()));
+    let provisioning = settings
+        .provisioning
+        .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
     let state = AppState::new(store, Arc::new(auth), secrets.clone(), options);
     let shutdown = state.shutdown.clone();
     let mut server = HttpService::start(&settings.listen, state, DRAIN)

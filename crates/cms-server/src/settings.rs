@@ -45,6 +45,7 @@ const KEYS: &[&str] = &[
     "tofu_cli_config",
     "resync_interval",
     "reconcile_concurrency",
+    "lease_ttl",
 ];
 
 /// The whole configuration of the server.
@@ -118,6 +119,10 @@ pub(crate) struct Settings {
     pub(crate) resync_interval: Duration,
     /// How many tenants are reconciled at once.
     pub(crate) reconcile_concurrency: usize,
+    /// On PostgreSQL: how long a replica's lease on a tenant lasts unless
+    /// renewed, and so how soon another replica takes over from a dead one.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) lease_ttl: Duration,
 }
 
 impl Default for Settings {
@@ -153,6 +158,7 @@ impl Default for Settings {
             tofu_cli_config: None,
             resync_interval: Duration::from_secs(5 * 60),
             reconcile_concurrency: 4,
+            lease_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -211,6 +217,9 @@ impl Settings {
                 "CMS_DATABASE_URL must be a sqlite:// or postgres:// URL, got one starting with {:?}",
                 scheme(&url)
             );
+        }
+        if self.lease_ttl < Duration::from_secs(1) {
+            bail!("CMS_LEASE_TTL must be at least 1s");
         }
         if self.body_limit == 0 {
             bail!("CMS_BODY_LIMIT must be at least 1 byte");

@@ -43,13 +43,18 @@ impl Engine {
     pub(crate) fn new() -> Engine {
         let dir = tempfile::Builder::new().prefix("cms-engine-").tempdir().unwrap();
         let ctl = dir.path().display().to_string();
+        // Each run appends `start <ns> <pid> <verb> <ws>` and, when it ends
+        // by itself, `end <ns> <pid>` to `spans`; the engine runs as a child
+        // that dies with the wrapper, as the wrapper dies with its server.
         let script = format!(
             "#!/bin/sh\nctl={ctl}\necho \"$1\" >> $ctl/runs.log\necho $$ >> $ctl/pids\n\
+             echo \"start $(date +%s%N) $$ $1 $(basename $PWD)\" >> $ctl/spans\n\
              while [ -e $ctl/gate ]; do sleep 0.1; done\n\
              if [ -e \"$ctl/fail-$1\" ]; then echo \"injected failure of $1\" >&2; exit 1; fi\n\
              if [ -e \"$ctl/hang-$1\" ]; then sleep 300 & sleep 300; exit 0; fi\n\
              if [ -e \"$ctl/garbage-$1\" ]; then head -c 300 /dev/urandom; exit 0; fi\n\
-             exec {} \"$@\"\n",
+             setpriv --pdeathsig KILL -- {} \"$@\"\nrc=$?\n\
+             echo \"end $(date +%s%N) $$\" >> $ctl/spans\nexit $rc\n",
             engine_path().display()
         );
         let wrapper = dir.path().join("tofu");
@@ -88,6 +93,33 @@ impl Engine {
             .collect()
     }
 
+    /// Every run so far: its start and, when it ended by itself, its end
+    /// (nanoseconds since the epoch), its wrapper's pid, verb and workspace.
+    pub(crate) fn spans(&self) -> Vec<RunSpan> {
+        let text = std::fs::read_to_string(self.dir.path().join("spans")).unwrap_or_default();
+        let mut spans: Vec<RunSpan> = Vec::new();
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                ["start", at, pid, verb, workspace] => spans.push(RunSpan {
+                    start: at.parse().unwrap(),
+                    end: None,
+                    pid: pid.parse().unwrap(),
+                    verb: verb.to_string(),
+                    workspace: workspace.to_string(),
+                }),
+                ["end", at, pid] => {
+                    let pid: i32 = pid.parse().unwrap();
+                    if let Some(span) = spans.iter_mut().rev().find(|span| span.pid == pid) {
+                        span.end = Some(at.parse().unwrap());
+                    }
+                }
+                _ => {}
+            }
+        }
+        spans
+    }
+
     /// The process ids of every run so far.
     pub(crate) fn pids(&self) -> Vec<i32> {
         std::fs::read_to_string(self.dir.path().join("pids"))
@@ -96,6 +128,16 @@ impl Engine {
             .filter_map(|line| line.trim().parse().ok())
             .collect()
     }
+}
+
+/// One run of the tool, as the wrapper recorded it.
+#[derive(Debug, Clone)]
+pub(crate) struct RunSpan {
+    pub(crate) start: u128,
+    pub(crate) end: Option<u128>,
+    pub(crate) pid: i32,
+    pub(crate) verb: String,
+    pub(crate) workspace: String,
 }
 
 /// The second octet of this test process's loopback hosts, so that tests

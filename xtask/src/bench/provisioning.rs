@@ -94,6 +94,7 @@ pub(crate) async fn measure(
         nodes: Arc::new(AnsweringNodes),
         configs: Some(Arc::new(PlainConfigs)),
         resync: Duration::from_secs(3600),
+        leases: None,
     });
 
     let started = Instant::now();
