@@ -30,4 +30,5 @@ mod secrets;
 mod shutdown;
 mod tenants;
 mod traces;
+mod upgrades;
 mod watch;

@@ -37,6 +37,13 @@ struct Args {
     /// Serves clients without a certificate too, like a host with no config.
     #[arg(long)]
     maintenance: bool,
+    /// How long an upgrade keeps the node down before it answers with the
+    /// installer image's tag, such as `2s`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    upgrade_delay: Duration,
+    /// Makes every `Upgrade` fail with this message.
+    #[arg(long)]
+    fail_upgrade: Option<String>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -48,8 +55,14 @@ async fn main() -> anyhow::Result<()> {
     };
     let ca = CertificateAuthority::from_pem(read("ca.crt")?, SecretString::from(read("ca.key")?))
         .context("the CA in --ca-dir")?;
-    let mut options =
-        FakeNodeOptions::new(ca).listen(args.listen).version(args.version).latency(args.latency);
+    let mut options = FakeNodeOptions::new(ca)
+        .listen(args.listen)
+        .version(args.version)
+        .latency(args.latency)
+        .upgrade_delay(args.upgrade_delay);
+    if let Some(message) = args.fail_upgrade {
+        options = options.upgrade_failure(message);
+    }
     if let Some(message) = args.fail {
         options = options.failure(tonic::Code::Unavailable, message);
     }

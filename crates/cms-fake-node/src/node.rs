@@ -68,6 +68,8 @@ impl FakeNodeOptions {
                 hostname: "fake-node".into(),
                 latency: Duration::ZERO,
                 failure: None,
+                upgrade_delay: Duration::from_secs(1),
+                upgrade_failure: None,
             },
             on_call: None,
         }
@@ -112,6 +114,19 @@ impl FakeNodeOptions {
         self
     }
 
+    /// How long an upgrade keeps the node down before it runs the new tag
+    /// (1 s unless set).
+    pub fn upgrade_delay(mut self, delay: Duration) -> FakeNodeOptions {
+        self.behaviour.upgrade_delay = delay;
+        self
+    }
+
+    /// Makes `Upgrade` fail with this message.
+    pub fn upgrade_failure(mut self, message: impl Into<String>) -> FakeNodeOptions {
+        self.behaviour.upgrade_failure = Some(message.into());
+        self
+    }
+
     /// Maintenance mode: clients without a certificate are served too.
     pub fn maintenance(mut self) -> FakeNodeOptions {
         self.maintenance = true;
@@ -145,6 +160,7 @@ impl FakeNode {
             listener.local_addr().map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(options.behaviour),
+            upgrading: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
             on_call: options.on_call,
         });

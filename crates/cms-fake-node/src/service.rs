@@ -75,6 +75,11 @@ pub(crate) struct Behaviour {
     pub(crate) hostname: String,
     pub(crate) latency: Duration,
     pub(crate) failure: Option<Failure>,
+    /// How long an upgrade keeps the node down (rebooting) before it runs
+    /// the new version.
+    pub(crate) upgrade_delay: Duration,
+    /// Makes `Upgrade` fail with this message.
+    pub(crate) upgrade_failure: Option<String>,
 }
 
 /// A callback for every call as it arrives.
@@ -83,6 +88,9 @@ pub(crate) type OnCall = Box<dyn Fn(&Call) + Send + Sync>;
 /// The state a node's service and its handle share.
 pub(crate) struct Shared {
     pub(crate) behaviour: Mutex<Behaviour>,
+    /// An upgrade under way: the node is down until the instant, then runs
+    /// the tag.
+    pub(crate) upgrading: Mutex<Option<(tokio::time::Instant, String)>>,
     pub(crate) calls: Mutex<Vec<Call>>,
     /// Called with every call as it arrives (the binary prints them).
     pub(crate) on_call: Option<OnCall>,
@@ -125,12 +133,42 @@ impl Shared {
             on_call(&call);
         }
         self.calls().push(call);
+        self.rebooted()?;
         let behaviour = self.behaviour().clone();
         tokio::time::sleep(behaviour.latency).await;
         match &behaviour.failure {
             Some(failure) => Err(Status::new(failure.code, failure.message.clone())),
             None => Ok(behaviour),
         }
+    }
+}
+
+impl Shared {
+    /// While an upgrade reboots the node, every call fails as `unavailable`;
+    /// once it is done, the node runs the new tag.
+    fn rebooted(&self) -> Result<(), Status> {
+        let mut upgrading = self.upgrading.lock().unwrap_or_else(PoisonError::into_inner);
+        match upgrading.as_ref() {
+            Some((until, tag)) if tokio::time::Instant::now() < *until => {
+                Err(Status::unavailable(format!("rebooting into {tag}")))
+            }
+            Some((_, tag)) => {
+                self.behaviour().version = tag.clone();
+                *upgrading = None;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Starts an upgrade to the installer image's tag.
+    fn start_upgrade(&self, image: &str, delay: Duration) -> Result<(), Status> {
+        let tag = image.rsplit_once(':').map(|(_, tag)| tag.to_string()).filter(|tag| tag.starts_with('v'));
+        let tag =
+            tag.ok_or_else(|| Status::invalid_argument(format!("no version tag in image {image:?}")))?;
+        *self.upgrading.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((tokio::time::Instant::now() + delay, tag));
+        Ok(())
     }
 }
 
@@ -165,6 +203,10 @@ impl MachineService for FakeMachineService {
     async fn upgrade(&self, request: Request<UpgradeRequest>) -> Result<Response<UpgradeResponse>, Status> {
         let payload = Payload::Upgrade(request.get_ref().clone());
         let behaviour = self.shared.serve(Method::Upgrade, payload, &request).await?;
+        if let Some(message) = &behaviour.upgrade_failure {
+            return Err(Status::internal(message.clone()));
+        }
+        self.shared.start_upgrade(&request.get_ref().image, behaviour.upgrade_delay)?;
         let message = Upgrade {
             metadata: metadata(&behaviour),
             ack: "Upgrade request received".into(),

@@ -51,6 +51,10 @@ pub struct NodeGroupSpec {
     pub talos_version: Option<String>,
     #[serde(default)]
     pub config_patches: Vec<ConfigPatchRef>,
+    /// How many of the group's workers a rolling Talos upgrade takes down
+    /// at once; 1 when unset. Control planes always go one at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallelism: Option<u32>,
 }
 
 /// The observed state of a node group.
@@ -186,6 +190,9 @@ impl Validate for NodeGroupSpec {
         }
         if let Some(version) = &self.talos_version {
             self.talos_version = Some(normalize_version(&format!("{path}.talosVersion"), version)?);
+        }
+        if self.max_parallelism == Some(0) {
+            return Err(FieldError::new(format!("{path}.maxParallelism"), "must be at least 1"));
         }
         check_refs(&format!("{path}.configPatches"), &self.config_patches)
     }

@@ -193,7 +193,7 @@ fn tenant_names(ctx: &Context) -> Vec<String> {
 /// changed (its own status writes do not count), a machine whose deletion
 /// began (a replacement), and any config patch write. A broken watch is opened again.
 async fn watch(ctx: Arc<Context>, wake: mpsc::UnboundedSender<Wake>, shutdown: CancellationToken) {
-    let mut seen: HashMap<String, (u64, bool)> = HashMap::new();
+    let mut seen: HashMap<String, (u64, bool, bool)> = HashMap::new();
     while !shutdown.is_cancelled() {
         let (Ok(tenants), Ok(machines), Ok(patches)) = (
             ctx.store.watch(Kind::Tenant, None).await,
@@ -219,7 +219,11 @@ async fn watch(ctx: Arc<Context>, wake: mpsc::UnboundedSender<Wake>, shutdown: C
                     continue;
                 }
                 Kind::Tenant => {
-                    let now = (object.generation, object.deleting);
+                    // A paused rollout resumes when its annotation goes.
+                    let paused = object.parse::<cms_model::Tenant>().is_ok_and(|tenant| {
+                        tenant.metadata.annotations.contains_key(crate::PAUSED_ANNOTATION)
+                    });
+                    let now = (object.generation, object.deleting, paused);
                     if seen.insert(object.key.name.clone(), now) == Some(now) {
                         continue;
                     }

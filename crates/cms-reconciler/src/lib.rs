@@ -16,6 +16,7 @@ mod machines;
 mod nodes;
 mod plan;
 mod reconcile;
+mod rollout;
 mod settle;
 mod status;
 
@@ -30,8 +31,9 @@ pub use nodes::{NodeClient, NodeRef};
 pub use plan::MockMachineConfigs;
 pub use plan::{MachineConfigs, desired, machine_id};
 pub use reconcile::{APPLIED_ANNOTATION, Context, LeaseOptions, NODE_RETRY, reconcile};
+pub use rollout::{PAUSED_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
 pub use settle::CONFIG_HASH_ANNOTATION;
-pub use status::{MACHINES_READY, PROVISIONED};
+pub use status::{MACHINES_READY, PROVISIONED, UPGRADING};
 
 #[cfg(test)]
 mod tests;

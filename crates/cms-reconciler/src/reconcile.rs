@@ -15,14 +15,15 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cms_model::{Machine, Phase, Tenant};
-use cms_store::{Draft, FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store, StoreError};
+use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store};
 use cms_tofu::{Tofu, WorkspacePlan, project};
 
 use crate::machines::{self, newest_first, planned};
 use crate::nodes::NodeClient;
 use crate::plan::{self, MachineConfigs};
+use crate::rollout::{self, Rollout, UPGRADE_POLL};
 use crate::settle::settle;
-use crate::status::{self, MACHINES_READY, PROVISIONED, set_condition};
+use crate::status::{self, MACHINES_READY, PROVISIONED, UPGRADING, set_condition};
 use crate::{Action, ReconcileError};
 
 /// The tenant annotation holding the inputs hash (rendered workspace and
@@ -112,11 +113,13 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         && tenant.metadata.annotations.get(APPLIED_ANNOTATION) == Some(&hash);
     if !unchanged {
         provision(tenant, &plan, &stored, &replacing, ctx).await?;
-        record_applied(store, name, generation, &hash).await?;
+        record_applied(ctx, name, &hash).await?;
     }
-    // The nodes: configs of metal hosts, and machines not ready yet.
+    // The nodes: configs of metal hosts, and machines not ready yet; then
+    // the rolling upgrade of machines on another Talos version.
     let settled = settle(tenant, &plan, ctx).await?;
-    let ready = settled.all_ready();
+    let rollout = rollout::advance(tenant, generation, &plan, ctx).await?;
+    let ready = settled.all_ready() && rollout == Rollout::Idle;
     status::update(store, name, |status| {
         status.ready = ready;
         status.observed_generation = generation;
@@ -126,9 +129,54 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
             let message = format!("{}; {}", settled.summary(), settled.pending.join("; "));
             set_condition(status, MACHINES_READY, false, "Pending", &message);
         }
+        rollout_status(status, &rollout);
     })
     .await?;
-    Ok(Action::Requeue(if ready { ctx.resync } else { ctx.resync.min(NODE_RETRY) }))
+    let next = match rollout {
+        Rollout::Progress { .. } => UPGRADE_POLL,
+        _ if ready => ctx.resync,
+        _ => NODE_RETRY,
+    };
+    Ok(Action::Requeue(next.min(ctx.resync)))
+}
+
+/// The rollout in the tenant's status: phase `updating` and the
+/// `Upgrading` condition while it runs or is paused.
+fn rollout_status(status: &mut cms_model::TenantStatus, rollout: &Rollout) {
+    let had = status.conditions.iter().any(|condition| condition.kind == UPGRADING);
+    match rollout {
+        Rollout::Progress { done, total, in_flight, waiting } => {
+            status.phase = Phase::Updating;
+            let mut message = format!("{done} of {total} machines at the desired Talos version");
+            if !in_flight.is_empty() {
+                message.push_str(&format!("; upgrading {}", in_flight.join(", ")));
+            }
+            if let Some(waiting) = waiting {
+                message.push_str(&format!("; {waiting}"));
+            }
+            set_condition(status, UPGRADING, true, "InProgress", &message);
+        }
+        Rollout::Paused(reason) => {
+            status.phase = Phase::Updating;
+            status.message = Some(reason.clone());
+            set_condition(status, UPGRADING, false, "Paused", reason);
+        }
+        Rollout::Idle => {
+            if status.phase == Phase::Updating {
+                status.phase = Phase::Active;
+                status.message = None;
+            }
+            if had {
+                set_condition(
+                    status,
+                    UPGRADING,
+                    false,
+                    "Done",
+                    "every machine runs its desired Talos version",
+                );
+            }
+        }
+    }
 }
 
 /// The infrastructure: apply (replacing deleted machines), record the
@@ -183,44 +231,11 @@ async fn provision(
 }
 
 /// Records the inputs hash of a good apply in the tenant's
-/// [`APPLIED_ANNOTATION`], unless its spec changed meanwhile (the next
-/// reconcile applies that). The store keeps it, so every replica and every
-/// restart sees it.
-async fn record_applied(
-    store: &dyn Store,
-    tenant: &str,
-    generation: u64,
-    hash: &str,
-) -> Result<(), ReconcileError> {
-    let key = Key::tenant(tenant);
-    for _ in 0..10 {
-        let Some(object) = store.get(&key) else { return Ok(()) };
-        if object.generation != generation || object.deleting {
-            return Ok(());
-        }
-        let current: Tenant =
-            object.parse().map_err(|source| ReconcileError::Corrupt { what: key.to_string(), source })?;
-        if current.metadata.annotations.get(APPLIED_ANNOTATION).map(String::as_str) == Some(hash) {
-            return Ok(());
-        }
-        // The spec as stored, so that it compares equal and the generation
-        // stays; without `nodeGroups`, the groups stay as they are.
-        let raw: serde_json::Value = serde_json::from_slice(&object.json)
-            .map_err(|source| ReconcileError::Corrupt { what: key.to_string(), source })?;
-        let mut spec = raw["spec"].clone();
-        if let Some(spec) = spec.as_object_mut() {
-            spec.remove("nodeGroups");
-        }
-        let mut annotations = current.metadata.annotations.clone();
-        annotations.insert(APPLIED_ANNOTATION.to_string(), hash.to_string());
-        let draft = Draft { labels: current.metadata.labels.clone(), annotations, spec, ..Draft::default() };
-        match store.update(key.clone(), draft, object.resource_version).await {
-            Ok(_) | Err(StoreError::NotFound(_)) => return Ok(()),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Ok(())
+/// [`APPLIED_ANNOTATION`]. The store keeps it, so every replica and every
+/// restart sees it. Should the spec have changed meanwhile, its inputs hash
+/// differs from the one recorded, and the next reconcile applies it.
+async fn record_applied(ctx: &Context, tenant: &str, hash: &str) -> Result<(), ReconcileError> {
+    rollout::set_annotation(ctx, tenant, APPLIED_ANNOTATION, Some(hash.to_string())).await
 }
 
 /// Deletion: destroy, then clear the finalizers; the last one removes the

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Provider, Tenant};
+use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Provider, Role, Tenant};
 use cms_store::{Draft, Key, StoreError};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 use futures_util::future::join_all;
@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::machines::{self, planned};
 use crate::nodes::NodeRef;
+use crate::rollout::UPGRADING_ANNOTATION;
 use crate::{Context, ReconcileError};
 
 /// The machine annotation holding the fingerprint of the config the node
@@ -63,14 +64,26 @@ pub(crate) async fn settle(
         };
         configs.insert(machine.group.as_str(), rendered);
     }
-    let work = stored.values().filter(|machine| machine.metadata.deletion_timestamp.is_none()).filter_map(
-        |machine| {
-            let plan = planned(plan, &machine.metadata.name)?;
-            Some(settle_one(name, machine, plan, configs.get(plan.group.as_str()), ctx))
-        },
-    );
+    // Machines being upgraded are the rollout's.
+    let live: Vec<(&Machine, &MachinePlan)> = stored
+        .values()
+        .filter(|machine| machine.metadata.deletion_timestamp.is_none())
+        .filter(|machine| !machine.metadata.annotations.contains_key(UPGRADING_ANNOTATION))
+        .filter_map(|machine| Some((machine, planned(plan, &machine.metadata.name)?)))
+        .collect();
+    // Control planes first, one at a time, then the workers at once: a
+    // changed config (a new Kubernetes version) reaches them in that order.
+    let mut outcomes = Vec::new();
+    for (machine, plan) in live.iter().filter(|(_, plan)| plan.role == Role::ControlPlane) {
+        outcomes.push(settle_one(name, machine, plan, configs.get(plan.group.as_str()), ctx).await);
+    }
+    let workers = live
+        .iter()
+        .filter(|(_, plan)| plan.role != Role::ControlPlane)
+        .map(|(machine, plan)| settle_one(name, machine, plan, configs.get(plan.group.as_str()), ctx));
+    outcomes.extend(join_all(workers).await);
     let mut settled = Settled::default();
-    for outcome in join_all(work).await {
+    for outcome in outcomes {
         let (machine, problem) = outcome?;
         settled.total += 1;
         match problem {

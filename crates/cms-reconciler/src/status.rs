@@ -14,6 +14,9 @@ pub const PROVISIONED: &str = "Provisioned";
 /// The condition of the nodes: every machine has its config (metal hosts
 /// take it over the node API) and answers with the tenant's credentials.
 pub const MACHINES_READY: &str = "MachinesReady";
+/// The condition of a rolling Talos upgrade: `True` while it runs (with
+/// the progress), `False` when it is paused (with the reason) or done.
+pub const UPGRADING: &str = "Upgrading";
 
 /// Applies `change` to the tenant's status and writes it when it differs.
 /// A tenant that is gone is left alone.

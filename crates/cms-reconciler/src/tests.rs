@@ -362,3 +362,129 @@ async fn the_applied_inputs_live_in_the_store_and_leave_the_generation_alone() {
     reconcile("acme", &ctx).await.unwrap();
     assert_eq!(ctx.tofu.runs(), runs);
 }
+
+/// Nodes that run a version each and emulate an upgrade: the node is down
+/// for one `Version` call after `Upgrade`, then runs the new version. It
+/// checks that no control plane goes down while another is down.
+#[derive(Default)]
+struct Upgradable {
+    versions: Mutex<std::collections::HashMap<String, String>>,
+    down: Mutex<std::collections::HashSet<String>>,
+    upgrades: Mutex<Vec<String>>,
+    fail: Mutex<Option<String>>,
+}
+
+#[async_trait]
+impl NodeClient for Upgradable {
+    async fn apply_config(
+        &self,
+        _node: &crate::NodeRef,
+        _config: &str,
+        _configured: bool,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn version(&self, node: &crate::NodeRef) -> Result<String, String> {
+        if self.down.lock().unwrap().remove(&node.machine) {
+            return Err("rebooting".into());
+        }
+        Ok(self.versions.lock().unwrap().get(&node.machine).cloned().unwrap_or_else(|| "1.14.0".into()))
+    }
+
+    async fn upgrade(&self, node: &crate::NodeRef, version: &str) -> Result<(), String> {
+        self.upgrades.lock().unwrap().push(node.machine.clone());
+        if self.fail.lock().unwrap().as_deref() == Some(node.machine.as_str()) {
+            return Err("the disk is full".into());
+        }
+        let mut down = self.down.lock().unwrap();
+        if node.machine.starts_with("cp") {
+            assert!(!down.iter().any(|other| other.starts_with("cp")), "two control planes down: {down:?}");
+        }
+        down.insert(node.machine.clone());
+        self.versions.lock().unwrap().insert(node.machine.clone(), version.to_string());
+        Ok(())
+    }
+}
+
+async fn upgradable_tenant(f: &Fixture, version: &str) {
+    let mut spec = json!({"kubernetesVersion": "1.31.1", "talosVersion": version, "nodeGroups": [
+        {"name": "cp", "role": "controlplane", "count": 3, "providerClass": "metal:bare", "providerConfig": {"hosts": hosts(3, 0)}, "configPatches": []},
+        {"name": "workers", "role": "worker", "count": 3, "providerClass": "metal:bare", "providerConfig": {"hosts": hosts(3, 1)}, "configPatches": [], "maxParallelism": 2},
+    ]});
+    match f.store.get(&Key::tenant("acme")) {
+        None => {
+            f.store.create(Key::tenant("acme"), Draft { spec, ..Draft::default() }).await.unwrap();
+        }
+        Some(object) => {
+            spec["nodeGroups"] =
+                serde_json::to_value(tenant(f.store.as_ref(), "acme").spec.node_groups).unwrap();
+            f.store
+                .update(Key::tenant("acme"), Draft { spec, ..Draft::default() }, object.resource_version)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn talos_upgrades_roll_control_planes_one_at_a_time_then_workers_in_batches() {
+    let nodes = Arc::new(Upgradable::default());
+    let f = fixture(nodes.clone()).await;
+    upgradable_tenant(&f, "1.14.0").await;
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert!(tenant(f.store.as_ref(), "acme").status.ready);
+
+    upgradable_tenant(&f, "1.14.1").await;
+    let mut passes = 0;
+    loop {
+        passes += 1;
+        assert!(passes < 40, "the rollout does not finish: {:?}", nodes.upgrades.lock().unwrap());
+        let action = reconcile("acme", &f.ctx).await.unwrap();
+        let status = tenant(f.store.as_ref(), "acme").status;
+        if action == Action::Requeue(crate::rollout::UPGRADE_POLL) {
+            assert_eq!(status.phase, Phase::Updating);
+            continue;
+        }
+        assert!(status.ready && status.phase == Phase::Active, "{status:?}");
+        break;
+    }
+    let order = nodes.upgrades.lock().unwrap().clone();
+    assert_eq!(&order[..3], ["cp-0", "cp-1", "cp-2"]);
+    let mut workers = order[3..].to_vec();
+    workers.sort();
+    assert_eq!(workers, ["workers-0", "workers-1", "workers-2"]);
+    assert!(
+        machines(f.store.as_ref(), "acme")
+            .iter()
+            .all(|m| m.status.talos_version.as_deref() == Some("1.14.1"))
+    );
+}
+
+#[tokio::test]
+async fn a_failed_upgrade_pauses_until_the_annotation_goes() {
+    let nodes = Arc::new(Upgradable::default());
+    *nodes.fail.lock().unwrap() = Some("cp-1".into());
+    let f = fixture(nodes.clone()).await;
+    upgradable_tenant(&f, "1.14.0").await;
+    reconcile("acme", &f.ctx).await.unwrap();
+    upgradable_tenant(&f, "1.14.1").await;
+    for _ in 0..10 {
+        reconcile("acme", &f.ctx).await.unwrap();
+    }
+    let paused = tenant(f.store.as_ref(), "acme");
+    assert_eq!(nodes.upgrades.lock().unwrap().clone(), ["cp-0", "cp-1"], "nothing after the failure");
+    assert!(paused.status.message.as_deref().unwrap().contains("the disk is full"));
+    assert_eq!(condition(&paused.status, crate::UPGRADING).reason, "Paused");
+    assert!(paused.metadata.annotations.contains_key(crate::PAUSED_ANNOTATION));
+
+    // An operator fixes the node and removes the annotation: it resumes.
+    *nodes.fail.lock().unwrap() = None;
+    let ctx = &f.ctx;
+    crate::rollout::set_annotation(ctx, "acme", crate::PAUSED_ANNOTATION, None).await.unwrap();
+    for _ in 0..20 {
+        reconcile("acme", &f.ctx).await.unwrap();
+    }
+    assert!(tenant(f.store.as_ref(), "acme").status.ready);
+    assert_eq!(nodes.upgrades.lock().unwrap().len(), 2 + 5);
+}

@@ -7,7 +7,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cms_nodeapi::{ApplyMode, ApplyRequest, NodeApi, NodeCredentials, NodeTarget};
+use cms_nodeapi::{
+    ApplyMode, ApplyRequest, NodeApi, NodeCredentials, NodeTarget, UpgradeRequest, installer_image,
+};
 use cms_prober::TenantCredentials;
 use cms_reconciler::{NodeClient, NodeRef};
 use cms_store::Store;
@@ -39,14 +41,16 @@ impl TenantNodeClient {
         self.credentials.credentials(tenant).await.ok_or_else(|| NO_CREDENTIALS.to_string())
     }
 
+    /// Applies `config`: in maintenance mode as Talos decides (it installs
+    /// and reboots), on a configured node without a reboot.
     async fn apply_with(
         &self,
         target: &NodeTarget,
         credentials: Result<NodeCredentials, String>,
         config: &str,
+        mode: ApplyMode,
     ) -> Result<(), String> {
-        let request =
-            ApplyRequest { config: config.as_bytes().to_vec(), mode: ApplyMode::Auto, dry_run: false };
+        let request = ApplyRequest { config: config.as_bytes().to_vec(), mode, dry_run: false };
         self.api
             .apply_configuration(target, &credentials?, request)
             .await
@@ -61,16 +65,26 @@ impl NodeClient for TenantNodeClient {
         let target = NodeTarget::parse(&node.management_address).map_err(|err| err.to_string())?;
         let maintenance = || async { Ok(NodeCredentials::maintenance()) };
         let tenant = || self.tenant_credentials(&node.tenant);
-        let (first, second, names) = if configured {
-            (tenant().await, maintenance().await, ("with the tenant's credentials", "in maintenance mode"))
-        } else {
-            (maintenance().await, tenant().await, ("in maintenance mode", "with the tenant's credentials"))
+        let with_tenant = (tenant().await, ApplyMode::NoReboot, "with the tenant's credentials");
+        let in_maintenance = (maintenance().await, ApplyMode::Auto, "in maintenance mode");
+        let (first, second) =
+            if configured { (with_tenant, in_maintenance) } else { (in_maintenance, with_tenant) };
+        let names = (first.2, second.2);
+        let Err(first_error) = self.apply_with(&target, first.0, config, first.1).await else {
+            return Ok(());
         };
-        let Err(first_error) = self.apply_with(&target, first, config).await else { return Ok(()) };
-        match self.apply_with(&target, second, config).await {
+        match self.apply_with(&target, second.0, config, second.1).await {
             Ok(()) => Ok(()),
             Err(second_error) => Err(format!("{}: {first_error}; {}: {second_error}", names.0, names.1)),
         }
+    }
+
+    async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), String> {
+        let target = NodeTarget::parse(&node.management_address).map_err(|err| err.to_string())?;
+        let credentials = self.tenant_credentials(&node.tenant).await?;
+        let request =
+            UpgradeRequest { image: installer_image(version), preserve: true, stage: false, force: false };
+        self.api.upgrade(&target, &credentials, request).await.map(|_| ()).map_err(|err| err.to_string())
     }
 
     async fn version(&self, node: &NodeRef) -> Result<String, String> {

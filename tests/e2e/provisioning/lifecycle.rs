@@ -100,7 +100,20 @@ async fn metal_tenant_lifecycle() {
             last["clientCertificate"], true,
             "a configured node is asked with the tenant's credentials"
         );
+        assert_eq!(last["payload"]["mode"], 2, "NO_REBOOT: a Kubernetes version needs no reboot");
     }
+    // Control planes first: every control plane took the new config before
+    // any worker (call times in milliseconds, across the fakes).
+    let second_apply = |node: &FakeNodeProcess| {
+        let calls = node.calls();
+        let applies: Vec<&Value> =
+            calls.iter().filter(|call| call["method"] == "ApplyConfiguration").collect();
+        applies[1]["atMillis"].as_u64().unwrap()
+    };
+    let last_cp =
+        nodes.iter().filter(|(role, _)| *role == "controlplane").map(|(_, n)| second_apply(n)).max();
+    let first_worker = nodes.iter().filter(|(role, _)| *role == "worker").map(|(_, n)| second_apply(n)).min();
+    assert!(last_cp <= first_worker, "control planes before workers: {last_cp:?} {first_worker:?}");
     converged(&api, "acme").await;
     assert_eq!(engine.runs().iter().filter(|verb| *verb == "apply").count(), applies, "{:?}", engine.runs());
 

@@ -7,6 +7,7 @@
 //! like with like, the absolute figures depend on the machine.
 
 mod load;
+mod postgres;
 mod preload;
 mod provisioning;
 mod report;
@@ -53,6 +54,9 @@ pub(crate) struct BenchOptions {
     /// Runs only the provisioning bench and prints its figures.
     #[arg(long)]
     provisioning_only: bool,
+    /// Runs only the PostgreSQL bench (PUT against pgbench) and prints its figures.
+    #[arg(long)]
+    postgres_only: bool,
     /// Tenants preloaded before the tenant scenarios.
     #[arg(long, default_value_t = 10_000)]
     tenants: usize,
@@ -112,6 +116,19 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         BUILD_LIMIT,
     )?;
     let release = target_dir()?.join("release");
+    let shape = Shape {
+        connections: options.connections,
+        warmup: Duration::from_secs(options.warmup),
+        measure: Duration::from_secs(options.seconds),
+    };
+    if options.postgres_only {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let work = tempfile::Builder::new().prefix("cms-bench-").tempdir()?;
+        let binary = release.join("cms-server");
+        let figures = runtime.block_on(postgres::measure(&binary, work.path(), shape, ADMIN_PASSWORD))?;
+        println!("{}", figures.markdown());
+        return Ok(());
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(options.client_threads.max(1))
@@ -146,10 +163,11 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         ensure!(status.success(), "a benchmarked process exited with {status} after SIGTERM");
     }
 
+    let postgres = runtime.block_on(postgres::measure(&binary, data.path(), shape, ADMIN_PASSWORD))?;
     let figures = provisioning_figures(options, &mut timings, &runtime)?;
 
     let report = Report::new(options_summary(options), measurements);
-    let markdown = report.markdown(&commit()) + &figures.markdown();
+    let markdown = report.markdown(&commit()) + &postgres.markdown() + &figures.markdown();
     println!("\n{markdown}");
     let path = workspace_root().join(&options.output);
     std::fs::write(&path, &markdown).with_context(|| format!("writing {}", path.display()))?;

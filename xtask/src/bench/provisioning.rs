@@ -139,6 +139,10 @@ impl NodeClient for AnsweringNodes {
     async fn version(&self, _node: &NodeRef) -> Result<String, String> {
         Ok("1.14.0".into())
     }
+
+    async fn upgrade(&self, _node: &NodeRef, _version: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A machine config naming the role only.

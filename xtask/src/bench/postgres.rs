@@ -1,0 +1,138 @@
+//! PUT throughput on PostgreSQL, as a ratio to what `pgbench` inserts on
+//! the same throwaway server (from `cms-pgtest`, fsync on) in the same run:
+//! one single-row insert per transaction, with as many clients as the PUT
+//! scenario has connections.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use cms_model::Tenant;
+use cms_pgtest::PgServer;
+use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
+
+use super::load::{self, Shape, Target};
+use super::servers::Process;
+use super::workloads::{self, tenant_body, tenant_name};
+use crate::shell::output;
+
+/// The sealing key of the benchmarked server: standard base64 of 32 bytes.
+const SECRETS_KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
+
+/// What the PostgreSQL bench measured.
+#[derive(Debug)]
+pub(crate) struct Figures {
+    pub(crate) connections: usize,
+    pub(crate) puts_per_second: f64,
+    pub(crate) inserts_per_second: f64,
+}
+
+impl Figures {
+    /// The report section.
+    pub(crate) fn markdown(&self) -> String {
+        format!(
+            "\n## PostgreSQL\n\n\
+             `cms-server` (release) on a throwaway PostgreSQL server (`cms-pgtest`, fsync on), and\n\
+             `pgbench` inserting one row (a tenant-sized JSON document) per transaction into the same\n\
+             server, {} clients each, measured in the same run.\n\n\
+             | Figure | Value |\n|---|---|\n\
+             | PUT tenant on PostgreSQL | {:.0}/s |\n\
+             | `pgbench` single-row inserts | {:.0}/s |\n\
+             | ratio | {:.2}× |\n",
+            self.connections,
+            self.puts_per_second,
+            self.inserts_per_second,
+            self.puts_per_second / self.inserts_per_second.max(f64::EPSILON),
+        )
+    }
+}
+
+/// Measures both on one fresh server.
+pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: &str) -> Result<Figures> {
+    let postgres = PgServer::start();
+    let url = format!("{}?sslmode=disable", postgres.database());
+    preload(&url, shape.connections).await?;
+
+    let data = work.join("postgres-server");
+    std::fs::create_dir_all(&data)?;
+    let env = [
+        ("CMS_DATABASE_URL", url.as_str()),
+        ("CMS_SECRETS_KEY", SECRETS_KEY),
+        ("CMS_BOOTSTRAP_ADMIN_PASSWORD", password),
+        ("CMS_KEY_POOL", "0"),
+        ("CMS_PROVISIONING", "false"),
+    ];
+    let server = Process::start("cms-server (PostgreSQL)", binary, &data, &env)?;
+    let target = super::login(Target::new(server.addr)).await?;
+    println!("running PUT tenant on PostgreSQL");
+    let outcome = load::run(target.addr, shape, workloads::put_tenant(target.clone(), 0)).await;
+    let status = server.terminate()?;
+    let outcome = outcome.context("the PUT scenario on PostgreSQL")?;
+    anyhow::ensure!(status.success(), "cms-server on PostgreSQL exited with {status}");
+    anyhow::ensure!(outcome.failures == 0, "{} PUTs failed on PostgreSQL", outcome.failures);
+    println!("  {:.0} requests/s", outcome.per_second());
+
+    // `pgbench` runs through the blocking shell helpers, off the runtime.
+    let port = postgres.port();
+    let (url, work) = (url.clone(), work.to_path_buf());
+    let inserts_per_second = std::thread::spawn(move || pgbench(port, &url, &work, shape))
+        .join()
+        .map_err(|_| anyhow::anyhow!("the pgbench thread panicked"))??;
+    drop(postgres);
+    println!("  pgbench: {inserts_per_second:.0} inserts/s");
+    Ok(Figures { connections: shape.connections, puts_per_second: outcome.per_second(), inserts_per_second })
+}
+
+/// Stores tenants `0..total` without secrets: the PUT scenario needs none.
+async fn preload(url: &str, total: usize) -> Result<()> {
+    let store = SqlStore::open(&StoreOptions::new(url)).await.context("opening the PostgreSQL store")?;
+    for index in 0..total {
+        let name = tenant_name(index);
+        let mut tenant: Tenant =
+            cms_model::parse_json(&tenant_body(&name, serde_json::json!({"bench": "preload"}), None))?;
+        tenant.prepare()?;
+        let draft = Draft {
+            labels: tenant.metadata.labels,
+            annotations: tenant.metadata.annotations,
+            spec: serde_json::to_value(&tenant.spec)?,
+            ..Draft::default()
+        };
+        store.create(Key::tenant(name), draft).await?;
+    }
+    Ok(())
+}
+
+/// `pgbench`'s rate of single-row insert transactions, with the shape's
+/// clients, warm-up and duration.
+fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<f64> {
+    let beside = cms_pgtest::find_binaries().join("pgbench");
+    let binary = if beside.exists() { beside } else { "pgbench".into() };
+    let document = tenant_body(&tenant_name(0), serde_json::json!({"bench": "pgbench"}), Some(1));
+    let document = String::from_utf8(document)?.replace('\'', "''");
+    let setup = "CREATE TABLE IF NOT EXISTS bench_insert (id bigserial PRIMARY KEY, body jsonb NOT NULL)";
+    let psql = cms_pgtest::find_binaries().join("psql");
+    let psql = if psql.exists() { psql } else { "psql".into() };
+    output(Command::new(psql).args(["-q", "-c", setup, url]), Duration::from_secs(60))?;
+    let script = work.join("insert.sql");
+    std::fs::write(&script, format!("INSERT INTO bench_insert (body) VALUES ('{document}');\n"))?;
+    let seconds = (shape.warmup + shape.measure).as_secs().max(1).to_string();
+    let clients = shape.connections.to_string();
+    let text = output(
+        Command::new(binary)
+            .args(["-n", "-c", &clients, "-j", "2", "-T", &seconds, "-f"])
+            .arg(&script)
+            .arg(url),
+        Duration::from_secs(600),
+    )
+    .with_context(|| format!("pgbench on port {port}"))?;
+    let Some(tps) = text
+        .lines()
+        .find(|line| line.starts_with("tps = "))
+        .and_then(|line| line.trim_start_matches("tps = ").split_whitespace().next())
+        .and_then(|value| value.parse::<f64>().ok())
+    else {
+        bail!("pgbench printed no rate:\n{text}")
+    };
+    Ok(tps)
+}
