@@ -14,6 +14,8 @@
 mod accounts;
 mod accounts_sql;
 mod api;
+mod audit;
+mod audit_sql;
 mod cache;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod conformance;
@@ -40,6 +42,9 @@ pub use accounts::MockAccounts;
 pub use accounts::{Accounts, TokenRecord, UserChange, UserRecord};
 #[cfg(any(test, feature = "testsuite"))]
 pub use api::MockStore;
+#[cfg(any(test, feature = "testsuite"))]
+pub use audit::MockAudit;
+pub use audit::{Audit, AuditFilter};
 pub use api::{
     Deleted, Draft, EventType, Key, Listing, Object, Store, WatchError, WatchEvent, WatchItem, WatchStream,
 };
