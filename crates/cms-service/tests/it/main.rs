@@ -1,6 +1,7 @@
 //! The real application over a real `SqlStore` on a temporary SQLite file.
 
 mod accounts;
+mod audit;
 mod downloads;
 mod errors;
 mod health;
