@@ -81,7 +81,9 @@ pub(crate) async fn record(
         Err(err) => entry(line, None, err.as_response_error().status_code().as_u16(), Utc::now()),
     };
     match audit {
-        None => tracing::warn!(path = entry.path, "no audit log in the application state: request not recorded"),
+        None => {
+            tracing::warn!(path = entry.path, "no audit log in the application state: request not recorded")
+        }
         Some(audit) => {
             let request_id = entry.request_id.clone();
             if let Err(err) = audit.record(entry).await {
@@ -157,7 +159,8 @@ fn target(pattern: &str, path: &str, created: Option<&str>) -> Option<AuditTarge
     let mut name = None;
     for (index, (segment, _)) in pairs.iter().enumerate() {
         let Some(collection) = kind_of(segment) else { continue };
-        let item = pairs.get(index + 1).filter(|(segment, _)| segment.starts_with('{')).map(|(_, value)| *value);
+        let item =
+            pairs.get(index + 1).filter(|(segment, _)| segment.starts_with('{')).map(|(_, value)| *value);
         if collection == "Tenant" {
             tenant = item;
         }

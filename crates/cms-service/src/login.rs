@@ -1,8 +1,8 @@
 //! `POST /api/v1/auth/login`: a user name and password for a login token.
 
-use actix_web::{HttpRequest, HttpResponse};
 use actix_web::http::StatusCode;
 use actix_web::web;
+use actix_web::{HttpRequest, HttpResponse};
 use cms_model::{LoginRequest, LoginResponse};
 use secrecy::SecretString;
 

@@ -110,7 +110,8 @@ impl AuditQuery {
             .into_inner();
         let page = Page::parse(raw.limit.as_deref(), raw.offset.as_deref())
             .map_err(|err| ApiError::BadRequest(err.to_string()))?;
-        let filter = AuditFilter { actor: filter("actor", raw.actor)?, tenant: filter("tenant", raw.tenant)? };
+        let filter =
+            AuditFilter { actor: filter("actor", raw.actor)?, tenant: filter("tenant", raw.tenant)? };
         Ok(AuditQuery { page, filter })
     }
 }
@@ -177,8 +178,13 @@ mod tests {
         let query = audit("/a?limit=2&offset=4&actor=dev&tenant=acme").unwrap();
         assert_eq!(query.page, Page { limit: 2, offset: 4 });
         assert_eq!(query.filter, AuditFilter { actor: Some("dev".into()), tenant: Some("acme".into()) });
-        assert_eq!(audit("/a").unwrap(), AuditQuery { page: Page::default(), filter: AuditFilter::default() });
-        for uri in ["/a?limit=x", "/a?offset=-1", "/a?limit=1001", "/a?actr=dev", "/a?actor=", "/a?watch=true"] {
+        assert_eq!(
+            audit("/a").unwrap(),
+            AuditQuery { page: Page::default(), filter: AuditFilter::default() }
+        );
+        for uri in
+            ["/a?limit=x", "/a?offset=-1", "/a?limit=1001", "/a?actr=dev", "/a?actor=", "/a?watch=true"]
+        {
             assert!(matches!(audit(uri), Err(ApiError::BadRequest(_))), "{uri}");
         }
     }

@@ -35,17 +35,20 @@ fn row(entry: AuditEntry) -> audit::ActiveModel {
 }
 
 fn record(row: audit::Model) -> Result<AuditRecord, StoreError> {
-    let corrupt = |what: &str, value: &str| StoreError::Corrupt(format!("audit record {}: {what} {value:?}", row.id));
+    let corrupt =
+        |what: &str, value: &str| StoreError::Corrupt(format!("audit record {}: {what} {value:?}", row.id));
     let actor_role = match &row.actor_role {
         None => None,
         Some(name) => Some(UserRole::from_name(name).ok_or_else(|| corrupt("unknown role", name))?),
     };
-    let outcome = AuditOutcome::from_name(&row.outcome).ok_or_else(|| corrupt("unknown outcome", &row.outcome))?;
+    let outcome =
+        AuditOutcome::from_name(&row.outcome).ok_or_else(|| corrupt("unknown outcome", &row.outcome))?;
     let time = DateTime::parse_from_rfc3339(&row.time)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|_| corrupt("bad time", &row.time))?;
     let status = u16::try_from(row.status).map_err(|_| corrupt("bad status", &row.status.to_string()))?;
-    let target = row.target_kind.map(|kind| AuditTarget { kind, tenant: row.target_tenant, name: row.target_name });
+    let target =
+        row.target_kind.map(|kind| AuditTarget { kind, tenant: row.target_tenant, name: row.target_name });
     Ok(AuditRecord {
         id: row.id as u64,
         entry: AuditEntry {

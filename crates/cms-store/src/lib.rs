@@ -42,12 +42,12 @@ pub use accounts::MockAccounts;
 pub use accounts::{Accounts, TokenRecord, UserChange, UserRecord};
 #[cfg(any(test, feature = "testsuite"))]
 pub use api::MockStore;
-#[cfg(any(test, feature = "testsuite"))]
-pub use audit::MockAudit;
-pub use audit::{Audit, AuditFilter};
 pub use api::{
     Deleted, Draft, EventType, Key, Listing, Object, Store, WatchError, WatchEvent, WatchItem, WatchStream,
 };
+#[cfg(any(test, feature = "testsuite"))]
+pub use audit::MockAudit;
+pub use audit::{Audit, AuditFilter};
 pub use error::StoreError;
 #[cfg(any(test, feature = "testsuite"))]
 pub use lease::MockLeases;

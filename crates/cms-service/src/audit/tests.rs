@@ -11,7 +11,12 @@ use super::*;
 use crate::tests::{state, store_with_tenant};
 use crate::{ServiceOptions, app};
 
-fn check_target(pattern: &str, path: &str, created: Option<&str>, expected: Option<(&str, Option<&str>, Option<&str>)>) {
+fn check_target(
+    pattern: &str,
+    path: &str,
+    created: Option<&str>,
+    expected: Option<(&str, Option<&str>, Option<&str>)>,
+) {
     let expected = expected.map(|(kind, tenant, name)| AuditTarget {
         kind: kind.into(),
         tenant: tenant.map(Into::into),
@@ -22,8 +27,18 @@ fn check_target(pattern: &str, path: &str, created: Option<&str>, expected: Opti
 
 #[test]
 fn targets_come_from_the_route() {
-    check_target("/api/v1/tenants", "/api/v1/tenants", Some("acme"), Some(("Tenant", Some("acme"), Some("acme"))));
-    check_target("/api/v1/tenants/{name}", "/api/v1/tenants/acme", None, Some(("Tenant", Some("acme"), Some("acme"))));
+    check_target(
+        "/api/v1/tenants",
+        "/api/v1/tenants",
+        Some("acme"),
+        Some(("Tenant", Some("acme"), Some("acme"))),
+    );
+    check_target(
+        "/api/v1/tenants/{name}",
+        "/api/v1/tenants/acme",
+        None,
+        Some(("Tenant", Some("acme"), Some("acme"))),
+    );
     check_target(
         "/api/v1/tenants/{tenant}/node-groups",
         "/api/v1/tenants/acme/node-groups",
@@ -86,7 +101,11 @@ fn entries_name_the_caller() {
             method: "DELETE".into(),
             route: Some("/api/v1/tenants/{name}".into()),
             path: "/api/v1/tenants/acme".into(),
-            target: Some(AuditTarget { kind: "Tenant".into(), tenant: Some("acme".into()), name: Some("acme".into()) }),
+            target: Some(AuditTarget {
+                kind: "Tenant".into(),
+                tenant: Some("acme".into()),
+                name: Some("acme".into())
+            }),
             status: 403,
             outcome: AuditOutcome::Denied,
             request_id: id.to_string(),
@@ -98,7 +117,10 @@ fn entries_name_the_caller() {
     assert_eq!((attempt.actor.as_str(), attempt.actor_role, attempt.target), ("ops", None, None));
     let nobody = TestRequest::post().uri("/api/v1/nowhere").to_http_request();
     let unknown = entry(RequestLine::of(&nobody, None), None, 404, time);
-    assert_eq!((unknown.actor.as_str(), unknown.outcome, unknown.route), (ANONYMOUS, AuditOutcome::Failed, None));
+    assert_eq!(
+        (unknown.actor.as_str(), unknown.outcome, unknown.route),
+        (ANONYMOUS, AuditOutcome::Failed, None)
+    );
 }
 
 /// Runs `req` through the application with `audit` and the tenant `t1` in
@@ -140,7 +162,8 @@ async fn mutations_are_recorded_with_their_status() {
 #[actix_web::test]
 async fn invalid_bodies_are_recorded_without_the_body() {
     let (audit, seen) = recording();
-    let body = r#"{"metadata":{"name":"acme"},"spec":{"kubernetesVersion":"1.31.0","cout":3,"secret":"hunter2"}}"#;
+    let body =
+        r#"{"metadata":{"name":"acme"},"spec":{"kubernetesVersion":"1.31.0","cout":3,"secret":"hunter2"}}"#;
     let req = TestRequest::post().uri("/api/v1/tenants").insert_header(("content-type", "application/json"));
     let status = call(audit, store_with_tenant(), req.set_payload(body)).await;
     assert_eq!(status, 422);

@@ -75,7 +75,10 @@ async fn every_mutation_is_recorded_with_its_actor_and_outcome() {
     assert_eq!(log["total"], 7);
     let create = &items[6];
     assert_eq!(create["target"], json!({"kind": "Tenant", "tenant": "acme", "name": "acme"}));
-    assert_eq!((create["actorRole"].as_str(), create["route"].as_str()), (Some("admin"), Some("/api/v1/tenants")));
+    assert_eq!(
+        (create["actorRole"].as_str(), create["route"].as_str()),
+        (Some("admin"), Some("/api/v1/tenants"))
+    );
     assert_eq!(items[4]["target"], json!({"kind": "ConfigPatch", "tenant": "acme", "name": "dns"}));
     assert_eq!(items[2]["actorRole"], "view");
     assert!(items[1].get("actorRole").is_none(), "anonymous callers have no role");
@@ -96,13 +99,16 @@ async fn logins_and_tokens_are_recorded_without_their_secrets() {
     };
     assert_eq!(h.send_as(login("admin", ADMIN_PASSWORD)).await.status.as_u16(), 200);
     h.send_as(login("admin", "wrong-password-42")).await.error(401, "Unauthorized");
-    let token = h.post("/api/v1/users/admin/tokens", r#"{"metadata":{"name":"ci"},"spec":{"expiresIn":"1h"}}"#).await;
+    let token =
+        h.post("/api/v1/users/admin/tokens", r#"{"metadata":{"name":"ci"},"spec":{"expiresIn":"1h"}}"#).await;
     assert_eq!(token.status.as_u16(), 201, "{}", token.text());
     let secret = token.json()["status"]["token"].as_str().expect("token value").to_string();
     let with_token = TestRequest::post()
         .uri("/api/v1/tenants")
         .insert_header(("authorization", format!("Bearer {secret}")));
-    let created = h.send_as(with_json(with_token, r#"{"metadata":{"name":"ci"},"spec":{"kubernetesVersion":"1.31.0"}}"#)).await;
+    let created = h
+        .send_as(with_json(with_token, r#"{"metadata":{"name":"ci"},"spec":{"kubernetesVersion":"1.31.0"}}"#))
+        .await;
     assert_eq!(created.status.as_u16(), 201, "{}", created.text());
     let user = r#"{"metadata":{"name":"dev"},"spec":{"role":"edit","password":"dev-secret-password"}}"#;
     assert_eq!(h.post("/api/v1/users", user).await.status.as_u16(), 201);
@@ -117,9 +123,15 @@ async fn logins_and_tokens_are_recorded_without_their_secrets() {
     assert_eq!(seen[0], ("admin".into(), "POST".into(), "/api/v1/users".into(), 201, "succeeded".into()));
     assert_eq!(items[0]["target"], json!({"kind": "User", "name": "dev"}));
     let token_id = secret.split('_').nth(1).expect("token id");
-    assert_eq!((items[1]["actor"].as_str(), items[1]["actorToken"].as_str()), (Some("admin"), Some(token_id)));
+    assert_eq!(
+        (items[1]["actor"].as_str(), items[1]["actorToken"].as_str()),
+        (Some("admin"), Some(token_id))
+    );
     assert_eq!(items[2]["target"], json!({"kind": "ApiToken", "name": "ci"}));
-    assert_eq!(summary(&items[3]), ("admin".into(), "POST".into(), "/api/v1/auth/login".into(), 401, "denied".into()));
+    assert_eq!(
+        summary(&items[3]),
+        ("admin".into(), "POST".into(), "/api/v1/auth/login".into(), 401, "denied".into())
+    );
     assert_eq!(summary(&items[4]).4, "succeeded");
     assert!(items[3].get("actorRole").is_none(), "a login attempt names the user, not a role");
 }
@@ -141,15 +153,19 @@ async fn pages_and_filters() {
         h.tenant(name).await;
     }
     let viewer = h.user("viewer", UserRole::View).await;
-    let denied = TestRequest::delete().uri("/api/v1/tenants/a2").insert_header(("authorization", format!("Bearer {viewer}")));
+    let denied = TestRequest::delete()
+        .uri("/api/v1/tenants/a2")
+        .insert_header(("authorization", format!("Bearer {viewer}")));
     h.send_as(denied).await.error(403, "Forbidden");
 
     let all = records(&h, "").await;
     assert_eq!(all["total"], 4);
-    let ids: Vec<u64> = all["items"].as_array().expect("items").iter().map(|i| i["id"].as_u64().expect("id")).collect();
+    let ids: Vec<u64> =
+        all["items"].as_array().expect("items").iter().map(|i| i["id"].as_u64().expect("id")).collect();
     assert!(ids.windows(2).all(|pair| pair[0] > pair[1]), "newest first: {ids:?}");
     let page = records(&h, "?limit=2&offset=1").await;
-    let page_ids: Vec<u64> = page["items"].as_array().expect("items").iter().map(|i| i["id"].as_u64().expect("id")).collect();
+    let page_ids: Vec<u64> =
+        page["items"].as_array().expect("items").iter().map(|i| i["id"].as_u64().expect("id")).collect();
     assert_eq!((page_ids.as_slice(), page["total"].as_u64()), (&ids[1..3], Some(4)));
     assert_eq!(records(&h, "?actor=viewer").await["total"], 1);
     let a2 = records(&h, "?tenant=a2").await;
