@@ -81,3 +81,22 @@ pub async fn audit_retention_keeps_the_newest(url: &str) {
     assert_eq!(total, 3);
     assert_eq!(kept.iter().map(|r| r.id).collect::<Vec<_>>(), [ids[4], ids[3], ids[2]]);
 }
+
+pub async fn audit_records_never_fail_concurrent_writes(url: &str) {
+    let store = open(url).await;
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = crate::api::Key::tenant(format!("t{i}"));
+            let created = crate::api::Store::create(&*store, key, super::tenant_draft("1.31.0", None)).await;
+            let recorded = store.record(entry("dev", Some(&format!("t{i}")), 201)).await;
+            (created.map(|_| ()), recorded.map(|_| ()))
+        }));
+    }
+    for task in tasks {
+        let (created, recorded) = task.await.expect("task");
+        assert!(created.is_ok() && recorded.is_ok(), "{created:?} {recorded:?}");
+    }
+    assert_eq!(store.list(Page::default(), AuditFilter::default()).await.expect("list").1, 12);
+}
