@@ -26,6 +26,8 @@ pub enum Permission {
     ManageUsers,
     /// Manage one's own API tokens.
     OwnTokens,
+    /// Read the audit log.
+    ReadAudit,
 }
 
 const ALL: &[UserRole] = &[UserRole::View, UserRole::Edit, UserRole::Admin];
@@ -44,11 +46,12 @@ const MATRIX: &[(Permission, &[UserRole])] = &[
     (Permission::ReadSecrets, ADMINS),
     (Permission::ManageUsers, ADMINS),
     (Permission::OwnTokens, ALL),
+    (Permission::ReadAudit, ADMINS),
 ];
 
 impl Permission {
     /// Every permission.
-    pub const ALL: [Permission; 10] = [
+    pub const ALL: [Permission; 11] = [
         Permission::Read,
         Permission::ReadClientConfig,
         Permission::ReadMachineConfig,
@@ -59,6 +62,7 @@ impl Permission {
         Permission::ReadSecrets,
         Permission::ManageUsers,
         Permission::OwnTokens,
+        Permission::ReadAudit,
     ];
 
     /// Whether `role` holds this permission.
@@ -79,6 +83,7 @@ impl Permission {
             Permission::ReadSecrets => "read tenant secrets",
             Permission::ManageUsers => "manage users",
             Permission::OwnTokens => "manage its tokens",
+            Permission::ReadAudit => "read the audit log",
         }
     }
 }

@@ -7,6 +7,7 @@
 //! The crate does no IO: it is shared by the server, the store, the reconciler
 //! and the command-line client.
 
+mod audit;
 mod config_patch;
 mod list;
 mod machine;
@@ -18,6 +19,7 @@ mod tenant;
 mod user;
 mod validate;
 
+pub use audit::{ANONYMOUS, AuditEntry, AuditOutcome, AuditRecord, AuditTarget};
 pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFormat, PatchTarget};
 pub use list::{List, Page, PageError};
 pub use machine::{Machine, MachineSpec, MachineStatus};

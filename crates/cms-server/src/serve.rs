@@ -31,6 +31,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let mut store_options = StoreOptions::new(settings.database_url());
     store_options.event_retention = settings.event_retention;
     store_options.watch_buffer = settings.watch_buffer;
+    store_options.audit_retention = settings.audit_retention;
     let store = SqlStore::open(&store_options).await.context("could not open the store")?;
 
     let sealer = sealing::sealer(&settings, store.as_ref()).await?;
@@ -50,7 +51,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let provisioning = settings
         .provisioning
         .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
-    let state = AppState::new(store, Arc::new(auth), secrets.clone(), options);
+    let state = AppState::new(store.clone(), Arc::new(auth), store, secrets.clone(), options);
     let shutdown = state.shutdown.clone();
     let mut server = HttpService::start(&settings.listen, state, DRAIN)
         .with_context(|| format!("could not listen on {}", settings.listen))?;

@@ -25,6 +25,7 @@ const KEYS: &[&str] = &[
     "watch_heartbeat",
     "event_retention",
     "watch_buffer",
+    "audit_retention",
     "log",
     "log_format",
     "otlp_endpoint",
@@ -67,6 +68,8 @@ pub(crate) struct Settings {
     pub(crate) event_retention: u64,
     /// How many events a watcher may fall behind before it is disconnected.
     pub(crate) watch_buffer: usize,
+    /// How many audit records are kept; the oldest go as new ones come.
+    pub(crate) audit_retention: u64,
     /// The log filter, in `RUST_LOG` syntax; `RUST_LOG`, then `info`, when unset.
     pub(crate) log: Option<String>,
     /// `text` lines, or `json` objects with the current span's fields.
@@ -138,6 +141,7 @@ impl Default for Settings {
             watch_heartbeat: service.watch_heartbeat,
             event_retention: store.event_retention,
             watch_buffer: store.watch_buffer,
+            audit_retention: store.audit_retention,
             log: None,
             log_format: crate::logging::LogFormat::Text,
             otlp_endpoint: None,
@@ -229,6 +233,9 @@ impl Settings {
         }
         if self.watch_buffer == 0 {
             bail!("CMS_WATCH_BUFFER must be at least 1");
+        }
+        if self.audit_retention == 0 {
+            bail!("CMS_AUDIT_RETENTION must be at least 1");
         }
         if self.login_token_ttl.is_zero() {
             bail!("CMS_LOGIN_TOKEN_TTL must be longer than zero");
@@ -351,6 +358,7 @@ mod tests {
                 ("CMS_LISTEN", "127.0.0.1:0"),
                 ("CMS_WATCH_HEARTBEAT", "2s"),
                 ("CMS_EVENT_RETENTION", "50"),
+                ("CMS_AUDIT_RETENTION", "5000"),
                 ("CMS_TOFU_BINARY", "/usr/bin/tofu"),
                 ("CMS_BOOTSTRAP_ADMIN_PASSWORD", "12345"),
             ]),
@@ -362,6 +370,7 @@ mod tests {
         assert_eq!(settings.body_limit, 2048);
         assert_eq!(settings.watch_heartbeat, Duration::from_secs(2));
         assert_eq!(settings.event_retention, 50);
+        assert_eq!(settings.audit_retention, 5000);
     }
 
     #[test]

@@ -32,15 +32,21 @@ pub(crate) async fn guard(
         return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
     };
     match authorize(&req, permission).await {
-        Ok(caller) => {
-            req.extensions_mut().insert(caller);
-            next.call(req).await.map(ServiceResponse::map_into_boxed_body)
-        }
+        Ok(()) => next.call(req).await.map(ServiceResponse::map_into_boxed_body),
         Err(err) => Ok(req.error_response(err)),
     }
 }
 
-async fn authorize(req: &ServiceRequest, permission: Permission) -> Result<Caller, ApiError> {
+/// Authenticates the caller, keeps it in the request (the audit log names
+/// it, even when it is then refused), and checks its permission.
+async fn authorize(req: &ServiceRequest, permission: Permission) -> Result<(), ApiError> {
+    let caller = authenticate(req).await?;
+    let allowed = caller.require(permission);
+    req.extensions_mut().insert(caller);
+    Ok(allowed?)
+}
+
+async fn authenticate(req: &ServiceRequest) -> Result<Caller, ApiError> {
     let state = req
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ApiError::Internal("application state is missing".into()))?;
@@ -55,9 +61,7 @@ async fn authorize(req: &ServiceRequest, permission: Permission) -> Result<Calle
         .map(str::trim)
         .filter(|token| !token.is_empty())
         .ok_or_else(|| unauthorized("the Authorization header must be \"Bearer <token>\""))?;
-    let caller = state.auth.authenticate(token).await?;
-    caller.require(permission)?;
-    Ok(caller)
+    Ok(state.auth.authenticate(token).await?)
 }
 
 fn unauthorized(message: &str) -> ApiError {

@@ -2,7 +2,7 @@
 //! patches: one set of handlers, typed per kind.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use cms_model::{ConfigPatchSpec, ConfigPatchStatus, Kind, NodeGroupSpec, NodeGroupStatus, Resource};
 use cms_store::Key;
 use serde::Serialize;
@@ -53,6 +53,7 @@ pub(crate) async fn list<C: Child>(
 
 /// `POST .../{kind}`: 201 with the new object.
 pub(crate) async fn create<C: Child>(
+    req: HttpRequest,
     state: web::Data<AppState>,
     tenant: web::Path<String>,
     body: JsonBody,
@@ -61,6 +62,7 @@ where
     Resource<C::Spec, C::Status>: Prepare + DeserializeOwned,
 {
     let (name, draft) = body.for_create::<C::Spec, C::Status>()?;
+    crate::audit::note_created(&req, &name);
     let tenant = tenant.into_inner();
     let object = state.store.create(Key::child(C::KIND, tenant.clone(), name), draft).await?;
     patch_refs::refresh(state.store.as_ref(), &tenant).await?;

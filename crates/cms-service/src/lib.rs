@@ -7,6 +7,8 @@
 //! the operational endpoints (`/healthz`, `/readyz`, `/version`) sit at the
 //! root. Handlers answer with the JSON bytes the store serialized once.
 
+mod audit;
+mod audit_log;
 mod auth;
 mod body;
 mod children;
@@ -62,8 +64,8 @@ pub use state::{AppState, ServiceOptions};
 /// The prefix of every resource route.
 pub const API_PREFIX: &str = "/api/v1";
 
-/// The whole application over `state`: routes, error shaping and request
-/// ids. The server calls it once per worker; tests call it to run the same app.
+/// The whole application over `state`: routes, error shaping, request ids
+/// and the audit log of mutations. The server calls it once per worker; tests call it to run the same app.
 pub fn app(
     state: AppState,
 ) -> App<
@@ -77,6 +79,7 @@ pub fn app(
 > {
     App::new()
         .configure(|cfg| configure(cfg, state))
+        .wrap(from_fn(audit::record))
         .wrap(from_fn(request_id::assign))
         .wrap(tracing_actix_web::TracingLogger::default())
         .wrap(from_fn(metrics::record))

@@ -1,11 +1,13 @@
 //! The query of list requests: `limit`, `offset`, and for tenants `watch`
-//! with its resume point (`resourceVersion` or the `Last-Event-ID` header).
+//! with its resume point (`resourceVersion` or the `Last-Event-ID` header);
+//! for the audit log, its filters.
 
 use std::future::{Ready, ready};
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use cms_model::Page;
+use cms_store::AuditFilter;
 use serde::Deserialize;
 
 use crate::error::ApiError;
@@ -83,6 +85,53 @@ impl FromRequest for ListQuery {
     }
 }
 
+/// The query of `GET /audit`: a page and the filters `actor` and `tenant`.
+/// Any other parameter is 400, so that a misspelt filter never lists
+/// everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuditQuery {
+    pub(crate) page: Page,
+    pub(crate) filter: AuditFilter,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuditQuery {
+    limit: Option<String>,
+    offset: Option<String>,
+    actor: Option<String>,
+    tenant: Option<String>,
+}
+
+impl AuditQuery {
+    fn parse(req: &HttpRequest) -> Result<AuditQuery, ApiError> {
+        let raw = web::Query::<RawAuditQuery>::from_query(req.query_string())
+            .map_err(|err| ApiError::BadRequest(format!("bad query: {err}")))?
+            .into_inner();
+        let page = Page::parse(raw.limit.as_deref(), raw.offset.as_deref())
+            .map_err(|err| ApiError::BadRequest(err.to_string()))?;
+        let filter =
+            AuditFilter { actor: filter("actor", raw.actor)?, tenant: filter("tenant", raw.tenant)? };
+        Ok(AuditQuery { page, filter })
+    }
+}
+
+fn filter(name: &str, value: Option<String>) -> Result<Option<String>, ApiError> {
+    match value {
+        Some(value) if value.is_empty() => Err(ApiError::BadRequest(format!("{name} must not be empty"))),
+        value => Ok(value),
+    }
+}
+
+impl FromRequest for AuditQuery {
+    type Error = ApiError;
+    type Future = Ready<Result<AuditQuery, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(AuditQuery::parse(req))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +166,26 @@ mod tests {
             ("/t?watch=true", Some("-3")),
         ] {
             assert!(matches!(parse(uri, header), Err(ApiError::BadRequest(_))), "{uri} {header:?}");
+        }
+    }
+
+    fn audit(uri: &str) -> Result<AuditQuery, ApiError> {
+        AuditQuery::parse(&TestRequest::get().uri(uri).to_http_request())
+    }
+
+    #[test]
+    fn audit_pages_and_filters() {
+        let query = audit("/a?limit=2&offset=4&actor=dev&tenant=acme").unwrap();
+        assert_eq!(query.page, Page { limit: 2, offset: 4 });
+        assert_eq!(query.filter, AuditFilter { actor: Some("dev".into()), tenant: Some("acme".into()) });
+        assert_eq!(
+            audit("/a").unwrap(),
+            AuditQuery { page: Page::default(), filter: AuditFilter::default() }
+        );
+        for uri in
+            ["/a?limit=x", "/a?offset=-1", "/a?limit=1001", "/a?actr=dev", "/a?actor=", "/a?watch=true"]
+        {
+            assert!(matches!(audit(uri), Err(ApiError::BadRequest(_))), "{uri}");
         }
     }
 }

@@ -6,15 +6,16 @@ use actix_web::http::Method;
 use actix_web::middleware::from_fn;
 use actix_web::web;
 use cms_auth::Permission::{
-    Delete, DeleteTenant, ManageUsers, OwnTokens, Read, ReadClientConfig, ReadMachineConfig, ReadSecrets,
-    Write, WriteMachineStatus,
+    Delete, DeleteTenant, ManageUsers, OwnTokens, Read, ReadAudit, ReadClientConfig, ReadMachineConfig,
+    ReadSecrets, Write, WriteMachineStatus,
 };
 
 use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    downloads, health, login, machine_config, machines, metrics, ops, projected, tenants, tokens, users,
+    audit_log, downloads, health, login, machine_config, machines, metrics, ops, projected, tenants, tokens,
+    users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -122,6 +123,7 @@ table! {
         POST => tokens::create, needs(OwnTokens);
     }
     api "/users/{name}/tokens/{token}" { DELETE => tokens::revoke, needs(OwnTokens); }
+    api "/audit" { GET => audit_log::list, needs(ReadAudit); }
 }
 
 /// Registers the routes at the root: the operational endpoints.

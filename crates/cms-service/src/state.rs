@@ -8,7 +8,7 @@ use std::time::Duration;
 use cms_auth::Authenticator;
 use cms_nodeapi::{NodeApi, TalosNodeClient};
 use cms_prober::{Clock, Prober, ProberOptions, SystemClock};
-use cms_store::Store;
+use cms_store::{Audit, Store};
 
 use crate::health::SealedCredentials;
 use crate::reservations::Reservations;
@@ -50,6 +50,8 @@ impl Default for ServiceOptions {
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub auth: Arc<Authenticator>,
+    /// Where every mutating request is recorded, and read back.
+    pub audit: Arc<dyn Audit>,
     /// Seals new tenants' bundles and opens them for downloads.
     pub secrets: Arc<Secrets>,
     /// Probes tenants' nodes for `/health`, on request, with a cache.
@@ -62,11 +64,13 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over `store`, `auth` and `secrets` with a fresh shutdown
-    /// signal, and a prober that uses the real node API client and clock.
+    /// State over `store`, `auth`, `audit` and `secrets` with a fresh
+    /// shutdown signal, and a prober that uses the real node API client and
+    /// clock.
     pub fn new(
         store: Arc<dyn Store>,
         auth: Arc<Authenticator>,
+        audit: Arc<dyn Audit>,
         secrets: Arc<Secrets>,
         options: ServiceOptions,
     ) -> AppState {
@@ -76,6 +80,7 @@ impl AppState {
         AppState {
             store,
             auth,
+            audit,
             secrets,
             prober,
             options,

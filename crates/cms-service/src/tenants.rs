@@ -1,7 +1,7 @@
 //! `/api/v1/tenants`: list (or watch), create, read, replace and delete tenants.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use cms_model::{Kind, TenantSpec, TenantStatus};
 use cms_store::{Key, StoreError};
 
@@ -25,8 +25,13 @@ pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result
 ///
 /// A name already in the cache is refused before any cryptography, so a
 /// repeated POST costs nothing; the store's transaction still decides races.
-pub(crate) async fn create(state: web::Data<AppState>, body: JsonBody) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn create(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: JsonBody,
+) -> Result<HttpResponse, ApiError> {
     let (name, mut draft) = body.for_create::<TenantSpec, TenantStatus>()?;
+    crate::audit::note_created(&req, &name);
     let key = Key::tenant(name.clone());
     if state.store.get(&key).is_some() {
         return Err(StoreError::AlreadyExists(key.to_string()).into());

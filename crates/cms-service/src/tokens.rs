@@ -63,6 +63,7 @@ pub(crate) async fn create(
 ) -> Result<HttpResponse, ApiError> {
     check_owner(&req, &user)?;
     let token: ApiToken = body.parse()?;
+    crate::audit::note_created(&req, &token.metadata.name);
     validate_name("metadata.name", &token.metadata.name)?;
     let hours = token.spec.hours()?;
     let (new, record) = state.auth.create_token(&user, &token.metadata.name, hours).await?;

@@ -1,7 +1,7 @@
 //! `/api/v1/users`: create, list, read, change and delete users (admins only).
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use cms_model::{ObjectMeta, User, UserSpec, UserStatus};
 use cms_store::UserRecord;
 use secrecy::SecretString;
@@ -33,8 +33,13 @@ pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result
 }
 
 /// `POST /users`: 201 with the new user.
-pub(crate) async fn create(state: web::Data<AppState>, body: JsonBody) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn create(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: JsonBody,
+) -> Result<HttpResponse, ApiError> {
     let user: User = body.parse()?;
+    crate::audit::note_created(&req, &user.metadata.name);
     user.metadata.validate()?;
     let password = user
         .spec

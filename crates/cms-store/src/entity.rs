@@ -218,3 +218,35 @@ pub(crate) mod lease {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+/// The audit log: one row per mutating request, by growing id. It holds no
+/// request body, password, token or secret.
+#[allow(unreachable_pub)]
+pub(crate) mod audit {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "audit")]
+    pub struct Model {
+        #[sea_orm(primary_key)]
+        pub id: i64,
+        pub time: String,
+        pub actor: String,
+        pub actor_role: Option<String>,
+        pub actor_token: Option<String>,
+        pub method: String,
+        pub route: Option<String>,
+        pub path: String,
+        pub target_kind: Option<String>,
+        pub target_tenant: Option<String>,
+        pub target_name: Option<String>,
+        pub status: i32,
+        pub outcome: String,
+        pub request_id: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

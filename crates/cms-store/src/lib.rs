@@ -14,6 +14,8 @@
 mod accounts;
 mod accounts_sql;
 mod api;
+mod audit;
+mod audit_sql;
 mod cache;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod conformance;
@@ -43,6 +45,9 @@ pub use api::MockStore;
 pub use api::{
     Deleted, Draft, EventType, Key, Listing, Object, Store, WatchError, WatchEvent, WatchItem, WatchStream,
 };
+#[cfg(any(test, feature = "testsuite"))]
+pub use audit::MockAudit;
+pub use audit::{Audit, AuditFilter};
 pub use error::StoreError;
 #[cfg(any(test, feature = "testsuite"))]
 pub use lease::MockLeases;

@@ -13,6 +13,7 @@ impl MigratorTrait for Migrator {
             Box::new(CreateAccounts),
             Box::new(CreateTenantSecrets),
             Box::new(CreateLeases),
+            Box::new(CreateAudit),
         ]
     }
 }
@@ -321,5 +322,76 @@ impl MigrationTrait for CreateLeases {
                     .to_owned(),
             )
             .await
+    }
+}
+
+/// The audit log, by growing id, with indexes for its two filters.
+struct CreateAudit;
+
+impl MigrationName for CreateAudit {
+    fn name(&self) -> &str {
+        "m0005_create_audit"
+    }
+}
+
+#[derive(DeriveIden)]
+enum Audit {
+    Table,
+    Id,
+    Time,
+    Actor,
+    ActorRole,
+    ActorToken,
+    Method,
+    Route,
+    Path,
+    TargetKind,
+    TargetTenant,
+    TargetName,
+    Status,
+    Outcome,
+    RequestId,
+}
+
+fn optional(column: impl IntoIden) -> ColumnDef {
+    ColumnDef::new(column).text().null().to_owned()
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateAudit {
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(Audit::Table)
+                    .col(ColumnDef::new(Audit::Id).big_integer().not_null().auto_increment().primary_key())
+                    .col(text(Audit::Time))
+                    .col(text(Audit::Actor))
+                    .col(optional(Audit::ActorRole))
+                    .col(optional(Audit::ActorToken))
+                    .col(text(Audit::Method))
+                    .col(optional(Audit::Route))
+                    .col(text(Audit::Path))
+                    .col(optional(Audit::TargetKind))
+                    .col(optional(Audit::TargetTenant))
+                    .col(optional(Audit::TargetName))
+                    .col(ColumnDef::new(Audit::Status).integer().not_null())
+                    .col(text(Audit::Outcome))
+                    .col(text(Audit::RequestId))
+                    .to_owned(),
+            )
+            .await?;
+        for (name, column) in [("audit_actor", Audit::Actor), ("audit_target_tenant", Audit::TargetTenant)] {
+            manager
+                .create_index(
+                    Index::create().name(name).table(Audit::Table).col(column).col(Audit::Id).to_owned(),
+                )
+                .await?;
+        }
+        Ok(())
     }
 }

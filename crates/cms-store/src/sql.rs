@@ -29,6 +29,9 @@ pub struct StoreOptions {
     pub event_retention: u64,
     /// How many events a watcher may fall behind before it is cut off.
     pub watch_buffer: usize,
+    /// How many audit records are kept; older ones are dropped as new ones
+    /// are written.
+    pub audit_retention: u64,
     /// On PostgreSQL, the longest a call waits for a database connection
     /// before it fails with [`StoreError::Unavailable`]. (Embedded SQLite
     /// is never unreachable; its calls queue for up to ten seconds.)
@@ -45,6 +48,7 @@ impl StoreOptions {
             url: url.into(),
             event_retention: 10_000,
             watch_buffer: 4096,
+            audit_retention: 100_000,
             acquire_timeout: Duration::from_secs(3),
             poll_interval: Duration::from_secs(5),
         }
@@ -57,6 +61,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("url", &redacted(&self.url))
             .field("event_retention", &self.event_retention)
             .field("watch_buffer", &self.watch_buffer)
+            .field("audit_retention", &self.audit_retention)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("poll_interval", &self.poll_interval)
             .finish()
@@ -85,6 +90,8 @@ pub struct SqlStore {
     /// One catch-up with the event log at a time.
     pub(crate) catch_up_lock: tokio::sync::Mutex<()>,
     pub(crate) retention: u64,
+    /// How many audit records are kept.
+    pub(crate) audit_retention: u64,
     /// This store, for the fenced views it hands out.
     pub(crate) this: Weak<SqlStore>,
     /// On PostgreSQL, the tasks that follow other replicas' writes; they
@@ -121,6 +128,7 @@ impl SqlStore {
             write_lock: tokio::sync::Mutex::new(()),
             catch_up_lock: tokio::sync::Mutex::new(()),
             retention: options.event_retention.max(1),
+            audit_retention: options.audit_retention.max(1),
             this: this.clone(),
         });
         Ok(store)

@@ -54,7 +54,10 @@ pub(crate) async fn state(store: Arc<dyn cms_store::Store>, options: ServiceOpti
     let sealer = cms_talos::Sealer::new(cms_talos::SealingKey::generate("test").expect("a sealing key"));
     let secrets_options = crate::SecretsOptions { key_pool: 0, ..crate::SecretsOptions::default() };
     let secrets = crate::Secrets::new(sealer, secrets_options).expect("secrets");
-    AppState::new(store, Arc::new(auth), secrets, ServiceOptions { insecure_disable_auth: true, ..options })
+    let mut audit = cms_store::MockAudit::new();
+    audit.expect_record().returning(|_| Ok(1));
+    let options = ServiceOptions { insecure_disable_auth: true, ..options };
+    AppState::new(store, Arc::new(auth), Arc::new(audit), secrets, options)
 }
 
 pub(crate) async fn call_with(store: MockStore, options: ServiceOptions, req: TestRequest) -> Reply {

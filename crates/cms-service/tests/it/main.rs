@@ -1,6 +1,7 @@
 //! The real application over a real `SqlStore` on a temporary SQLite file.
 
 mod accounts;
+mod audit;
 mod downloads;
 mod errors;
 mod health;
@@ -104,7 +105,7 @@ pub(crate) async fn harness_with(
     let sealer = Sealer::new(SealingKey::new("test", SEALING_KEY).expect("a sealing key"));
     // Keys are made on demand: a pool's thread would compete with parallel tests.
     let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
-    let state = AppState::new(store.clone(), auth, secrets.expect("secrets"), options);
+    let state = AppState::new(store.clone(), auth, store.clone(), secrets.expect("secrets"), options);
     let service = test::init_service(app(state.clone())).await;
     Harness { service, store, state, token, _dir: dir }
 }

@@ -3,6 +3,7 @@
 //! turns them into tests for one backend.
 
 mod accounts;
+mod audit;
 mod leases;
 mod resources;
 mod secrets;
@@ -31,7 +32,9 @@ macro_rules! conformance_suite {
             reopen_sees_everything, projections,
             users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value,
             secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,
-            leases_are_exclusive, leases_expire_and_are_taken_over, fenced_writes_need_the_lease);
+            leases_are_exclusive, leases_expire_and_are_taken_over, fenced_writes_need_the_lease,
+            audit_records_read_back_newest_first, audit_pages_and_filters, audit_retention_keeps_the_newest,
+            audit_records_never_fail_concurrent_writes);
     };
     (@cases $url:expr; $($case:ident),* $(,)?) => {
         $(
@@ -45,6 +48,7 @@ macro_rules! conformance_suite {
 }
 
 pub use accounts::*;
+pub use audit::*;
 pub use leases::*;
 pub use resources::*;
 pub use secrets::*;

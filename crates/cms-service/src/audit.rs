@@ -1,0 +1,194 @@
+//! The audit middleware: every mutating request (POST, PUT, PATCH, DELETE),
+//! whether it succeeded, was denied or failed, becomes one audit record
+//! before its answer leaves, so an acknowledged change is always on record.
+//!
+//! A record says who asked (the caller the route's guard identified, the
+//! user name a login attempted, or `anonymous`), what (method, route
+//! pattern, path and the resource they name), when, and the status. It is
+//! built from the request line and what handlers note in the request's
+//! extensions, never from a body, so no password, token or secret can reach
+//! it. A failure to write it is logged and does not fail the request.
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Extensions, ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
+use actix_web::middleware::Next;
+use actix_web::{HttpMessage, HttpRequest, web};
+use chrono::{DateTime, Utc};
+use cms_auth::{Caller, Credential};
+use cms_model::{ANONYMOUS, AuditEntry, AuditOutcome, AuditTarget};
+
+use crate::API_PREFIX;
+use crate::request_id::RequestId;
+use crate::state::AppState;
+
+/// The longest name recorded, in bytes; names are at most 63, but a
+/// failed create or login may carry anything.
+const MAX_NAME: usize = 64;
+
+/// The name of the resource a create made, which its path does not hold;
+/// noted by the create handlers.
+#[derive(Debug, Clone)]
+struct CreatedName(String);
+
+/// The user name a login attempted.
+#[derive(Debug, Clone)]
+struct LoginAttempt(String);
+
+/// Notes, for the audit record, the name of the resource a create is making.
+pub(crate) fn note_created(req: &HttpRequest, name: &str) {
+    req.extensions_mut().insert(CreatedName(clipped(name)));
+}
+
+/// Notes, for the audit record, the user name a login attempts (never the
+/// password).
+pub(crate) fn note_login(req: &HttpRequest, user: &str) {
+    req.extensions_mut().insert(LoginAttempt(clipped(user)));
+}
+
+/// At most [`MAX_NAME`] bytes of `name`.
+fn clipped(name: &str) -> String {
+    let mut end = name.len().min(MAX_NAME);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
+}
+
+/// Whether requests with `method` are recorded.
+fn mutating(method: &Method) -> bool {
+    matches!(*method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE)
+}
+
+/// Runs the request and records it when it is a mutation.
+pub(crate) async fn record(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    if !mutating(req.method()) {
+        return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+    }
+    let audit = req.app_data::<web::Data<AppState>>().map(|state| state.audit.clone());
+    // Routing needs the request to itself, so what the record takes from it
+    // is copied now, and the notes of the guard and handlers read after.
+    let line = RequestLine::of(req.request(), req.match_pattern());
+    let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+    let entry = match &result {
+        Ok(response) => {
+            entry(line, Some(&response.request().extensions()), response.status().as_u16(), Utc::now())
+        }
+        // No inner service answered, so nothing noted who asked.
+        Err(err) => entry(line, None, err.as_response_error().status_code().as_u16(), Utc::now()),
+    };
+    match audit {
+        None => {
+            tracing::warn!(path = entry.path, "no audit log in the application state: request not recorded")
+        }
+        Some(audit) => {
+            let request_id = entry.request_id.clone();
+            if let Err(err) = audit.record(entry).await {
+                tracing::warn!(request_id, error = %err, "could not write the audit record");
+            }
+        }
+    }
+    result
+}
+
+/// What a record takes from the request line and the route.
+#[derive(Debug)]
+struct RequestLine {
+    method: String,
+    path: String,
+    route: Option<String>,
+    request_id: String,
+}
+
+impl RequestLine {
+    fn of(req: &HttpRequest, route: Option<String>) -> RequestLine {
+        RequestLine {
+            method: req.method().as_str().to_string(),
+            path: req.path().to_string(),
+            route,
+            request_id: req.extensions().get::<RequestId>().map(ToString::to_string).unwrap_or_default(),
+        }
+    }
+}
+
+/// The record of the request `line`, answered with `status` at `time`, with
+/// what the guard and the handler noted in the request's `extensions`.
+fn entry(line: RequestLine, extensions: Option<&Extensions>, status: u16, time: DateTime<Utc>) -> AuditEntry {
+    let caller = extensions.and_then(Extensions::get::<Caller>);
+    let attempt = extensions.and_then(Extensions::get::<LoginAttempt>);
+    let (actor, actor_role, actor_token) = match (caller, attempt) {
+        (Some(caller), _) => {
+            let token = match &caller.credential {
+                Credential::ApiToken { id } => Some(id.clone()),
+                Credential::Login => None,
+            };
+            (caller.user.clone(), Some(caller.role), token)
+        }
+        (None, Some(LoginAttempt(user))) => (user.clone(), None, None),
+        (None, None) => (ANONYMOUS.to_string(), None, None),
+    };
+    let created = extensions.and_then(Extensions::get::<CreatedName>).map(|CreatedName(name)| name.as_str());
+    let target = line.route.as_deref().and_then(|route| target(route, &line.path, created));
+    AuditEntry {
+        time,
+        actor,
+        actor_role,
+        actor_token,
+        method: line.method,
+        route: line.route,
+        path: line.path,
+        target,
+        status,
+        outcome: AuditOutcome::of_status(status),
+        request_id: line.request_id,
+    }
+}
+
+/// The resource that `path`, served by the route `pattern`, names: the
+/// kind of its last collection, that collection's item (or, for a create,
+/// the name the handler noted) and the tenant it lives in.
+fn target(pattern: &str, path: &str, created: Option<&str>) -> Option<AuditTarget> {
+    let pattern = pattern.strip_prefix(API_PREFIX)?;
+    let path = path.strip_prefix(API_PREFIX)?;
+    let pairs: Vec<(&str, &str)> = pattern.split('/').zip(path.split('/')).skip(1).collect();
+    let mut tenant = None;
+    let mut kind = None;
+    let mut name = None;
+    for (index, (segment, _)) in pairs.iter().enumerate() {
+        let Some(collection) = kind_of(segment) else { continue };
+        let item =
+            pairs.get(index + 1).filter(|(segment, _)| segment.starts_with('{')).map(|(_, value)| *value);
+        if collection == "Tenant" {
+            tenant = item;
+        }
+        kind = Some(collection);
+        name = item;
+    }
+    let kind = kind?;
+    let name = name.or(created).map(str::to_string);
+    let tenant = match kind {
+        "Tenant" => name.clone(),
+        "NodeGroup" | "ConfigPatch" | "Machine" => tenant.map(str::to_string),
+        _ => None,
+    };
+    Some(AuditTarget { kind: kind.to_string(), tenant, name })
+}
+
+/// The kind of the items of a collection segment of a route.
+fn kind_of(segment: &str) -> Option<&'static str> {
+    match segment {
+        "tenants" => Some("Tenant"),
+        "node-groups" => Some("NodeGroup"),
+        "configpatches" => Some("ConfigPatch"),
+        "machines" => Some("Machine"),
+        "users" => Some("User"),
+        "tokens" => Some("ApiToken"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,177 @@
+//! The audit log over HTTP: what each kind of mutation records, who may read
+//! it, its pages and filters, and that no secret reaches it.
+
+use actix_web::test::TestRequest;
+use cms_model::UserRole;
+use serde_json::{Value, json};
+
+use crate::{ADMIN_PASSWORD, harness, json as with_json};
+
+const AUDIT: &str = "/api/v1/audit";
+
+/// The audit records, newest first, as the admin reads them.
+async fn records<S>(h: &crate::Harness<S>, query: &str) -> Value
+where
+    S: actix_web::dev::Service<
+            actix_http::Request,
+            Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
+            Error = actix_web::Error,
+        >,
+{
+    let reply = h.get(&format!("{AUDIT}{query}")).await;
+    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+    reply.json()
+}
+
+/// The fields of a record that tests compare.
+fn summary(record: &Value) -> (String, String, String, u64, String) {
+    let text = |field: &str| record[field].as_str().unwrap_or_default().to_string();
+    (text("actor"), text("method"), text("path"), record["status"].as_u64().unwrap_or(0), text("outcome"))
+}
+
+#[actix_web::test]
+async fn every_mutation_is_recorded_with_its_actor_and_outcome() {
+    let h = harness().await;
+    h.tenant("acme").await;
+    let tenant = h.get("/api/v1/tenants/acme").await.json();
+    let update = json!({"metadata": {"name": "acme", "resourceVersion": tenant["metadata"]["resourceVersion"]},
+                        "spec": {"kubernetesVersion": "1.31.1"}});
+    assert_eq!(h.put("/api/v1/tenants/acme", &update.to_string()).await.status.as_u16(), 200);
+    let patch = r#"{"metadata":{"name":"dns"},"spec":{"format":"strategic","patches":[{"machine":{"network":{"hostname":"x"}}}]}}"#;
+    let created = h.post("/api/v1/tenants/acme/configpatches", patch).await;
+    assert_eq!(created.status.as_u16(), 201, "{}", created.text());
+    assert_eq!(h.delete("/api/v1/tenants/acme/configpatches/dns").await.status.as_u16(), 204);
+    let viewer = h.user("viewer", UserRole::View).await;
+    let denied = TestRequest::post()
+        .uri("/api/v1/tenants")
+        .insert_header(("authorization", format!("Bearer {viewer}")));
+    let denied = h.send_as(with_json(denied, r#"{"metadata":{"name":"nope"},"spec":{}}"#)).await;
+    denied.error(403, "Forbidden");
+    let anonymous = h.send_as(TestRequest::delete().uri("/api/v1/tenants/acme")).await;
+    anonymous.error(401, "Unauthorized");
+    h.post("/api/v1/tenants/acme/configpatches", r#"{"metadata":{"name":"x"},"spec":{"cout":1}}"#)
+        .await
+        .error(422, "Invalid");
+    // A GET is never recorded.
+    assert_eq!(h.get("/api/v1/tenants").await.status.as_u16(), 200);
+
+    let log = records(&h, "").await;
+    let items = log["items"].as_array().expect("items");
+    let seen: Vec<_> = items.iter().map(summary).collect();
+    let expected = [
+        ("admin", "POST", "/api/v1/tenants/acme/configpatches", 422, "failed"),
+        ("anonymous", "DELETE", "/api/v1/tenants/acme", 401, "denied"),
+        ("viewer", "POST", "/api/v1/tenants", 403, "denied"),
+        ("admin", "DELETE", "/api/v1/tenants/acme/configpatches/dns", 204, "succeeded"),
+        ("admin", "POST", "/api/v1/tenants/acme/configpatches", 201, "succeeded"),
+        ("admin", "PUT", "/api/v1/tenants/acme", 200, "succeeded"),
+        ("admin", "POST", "/api/v1/tenants", 201, "succeeded"),
+    ];
+    let expected: Vec<_> = expected
+        .iter()
+        .map(|(a, m, p, s, o)| (a.to_string(), m.to_string(), p.to_string(), *s, o.to_string()))
+        .collect();
+    assert_eq!(seen, expected, "newest first");
+    assert_eq!(log["total"], 7);
+    let create = &items[6];
+    assert_eq!(create["target"], json!({"kind": "Tenant", "tenant": "acme", "name": "acme"}));
+    assert_eq!(
+        (create["actorRole"].as_str(), create["route"].as_str()),
+        (Some("admin"), Some("/api/v1/tenants"))
+    );
+    assert_eq!(items[4]["target"], json!({"kind": "ConfigPatch", "tenant": "acme", "name": "dns"}));
+    assert_eq!(items[2]["actorRole"], "view");
+    assert!(items[1].get("actorRole").is_none(), "anonymous callers have no role");
+    for item in items {
+        let id = item["requestId"].as_str().expect("request id");
+        assert_eq!(id.len(), 36, "{item}");
+        let time = item["time"].as_str().expect("time");
+        assert!(chrono::DateTime::parse_from_rfc3339(time).is_ok() && time.ends_with('Z'), "{time}");
+    }
+}
+
+#[actix_web::test]
+async fn logins_and_tokens_are_recorded_without_their_secrets() {
+    let h = harness().await;
+    let login = |user: &str, password: &str| {
+        let body = json!({"username": user, "password": password}).to_string();
+        with_json(TestRequest::post().uri("/api/v1/auth/login"), &body)
+    };
+    assert_eq!(h.send_as(login("admin", ADMIN_PASSWORD)).await.status.as_u16(), 200);
+    h.send_as(login("admin", "wrong-password-42")).await.error(401, "Unauthorized");
+    let token =
+        h.post("/api/v1/users/admin/tokens", r#"{"metadata":{"name":"ci"},"spec":{"expiresIn":"1h"}}"#).await;
+    assert_eq!(token.status.as_u16(), 201, "{}", token.text());
+    let secret = token.json()["status"]["token"].as_str().expect("token value").to_string();
+    let with_token = TestRequest::post()
+        .uri("/api/v1/tenants")
+        .insert_header(("authorization", format!("Bearer {secret}")));
+    let created = h
+        .send_as(with_json(with_token, r#"{"metadata":{"name":"ci"},"spec":{"kubernetesVersion":"1.31.0"}}"#))
+        .await;
+    assert_eq!(created.status.as_u16(), 201, "{}", created.text());
+    let user = r#"{"metadata":{"name":"dev"},"spec":{"role":"edit","password":"dev-secret-password"}}"#;
+    assert_eq!(h.post("/api/v1/users", user).await.status.as_u16(), 201);
+
+    let log = records(&h, "").await;
+    let text = log.to_string();
+    for secret in [ADMIN_PASSWORD, "wrong-password-42", "dev-secret-password", secret.as_str(), &h.token] {
+        assert!(!text.contains(secret), "a secret is in the audit log: {text}");
+    }
+    let items = log["items"].as_array().expect("items");
+    let seen: Vec<_> = items.iter().map(summary).collect();
+    assert_eq!(seen[0], ("admin".into(), "POST".into(), "/api/v1/users".into(), 201, "succeeded".into()));
+    assert_eq!(items[0]["target"], json!({"kind": "User", "name": "dev"}));
+    let token_id = secret.split('_').nth(1).expect("token id");
+    assert_eq!(
+        (items[1]["actor"].as_str(), items[1]["actorToken"].as_str()),
+        (Some("admin"), Some(token_id))
+    );
+    assert_eq!(items[2]["target"], json!({"kind": "ApiToken", "name": "ci"}));
+    assert_eq!(
+        summary(&items[3]),
+        ("admin".into(), "POST".into(), "/api/v1/auth/login".into(), 401, "denied".into())
+    );
+    assert_eq!(summary(&items[4]).4, "succeeded");
+    assert!(items[3].get("actorRole").is_none(), "a login attempt names the user, not a role");
+}
+
+#[actix_web::test]
+async fn only_admins_read_the_audit_log() {
+    let h = harness().await;
+    for role in [UserRole::View, UserRole::Edit] {
+        let token = h.user(role.as_str(), role).await;
+        h.get_as(AUDIT, &token).await.error(403, "Forbidden");
+    }
+    h.send_as(TestRequest::get().uri(AUDIT)).await.error(401, "Unauthorized");
+}
+
+#[actix_web::test]
+async fn pages_and_filters() {
+    let h = harness().await;
+    for name in ["a1", "a2", "a3"] {
+        h.tenant(name).await;
+    }
+    let viewer = h.user("viewer", UserRole::View).await;
+    let denied = TestRequest::delete()
+        .uri("/api/v1/tenants/a2")
+        .insert_header(("authorization", format!("Bearer {viewer}")));
+    h.send_as(denied).await.error(403, "Forbidden");
+
+    let all = records(&h, "").await;
+    assert_eq!(all["total"], 4);
+    let ids: Vec<u64> =
+        all["items"].as_array().expect("items").iter().map(|i| i["id"].as_u64().expect("id")).collect();
+    assert!(ids.windows(2).all(|pair| pair[0] > pair[1]), "newest first: {ids:?}");
+    let page = records(&h, "?limit=2&offset=1").await;
+    let page_ids: Vec<u64> =
+        page["items"].as_array().expect("items").iter().map(|i| i["id"].as_u64().expect("id")).collect();
+    assert_eq!((page_ids.as_slice(), page["total"].as_u64()), (&ids[1..3], Some(4)));
+    assert_eq!(records(&h, "?actor=viewer").await["total"], 1);
+    let a2 = records(&h, "?tenant=a2").await;
+    assert_eq!(a2["total"], 2, "its create and the denied delete: {a2}");
+    assert_eq!(records(&h, "?tenant=a2&actor=admin").await["total"], 1);
+    for bad in ["?limit=0", "?limit=x", "?offset=-1", "?actr=viewer", "?tenant="] {
+        h.get(&format!("{AUDIT}{bad}")).await.error(400, "BadRequest");
+    }
+}

@@ -1,0 +1,115 @@
+//! [`Audit`] on the SQL store.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use cms_model::{AuditEntry, AuditOutcome, AuditRecord, AuditTarget, Page, UserRole};
+use sea_orm::{
+    ActiveValue::{NotSet, Set},
+    ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, TransactionTrait,
+};
+
+use crate::audit::{Audit, AuditFilter};
+use crate::dialect;
+use crate::entity::audit;
+use crate::error::StoreError;
+use crate::render::format_time;
+use crate::sql::SqlStore;
+
+fn row(entry: AuditEntry) -> audit::ActiveModel {
+    let target = entry.target.unwrap_or(AuditTarget { kind: String::new(), tenant: None, name: None });
+    audit::ActiveModel {
+        id: NotSet,
+        time: Set(format_time(entry.time)),
+        actor: Set(entry.actor),
+        actor_role: Set(entry.actor_role.map(|role| role.as_str().to_string())),
+        actor_token: Set(entry.actor_token),
+        method: Set(entry.method),
+        route: Set(entry.route),
+        path: Set(entry.path),
+        target_kind: Set((!target.kind.is_empty()).then_some(target.kind)),
+        target_tenant: Set(target.tenant),
+        target_name: Set(target.name),
+        status: Set(i32::from(entry.status)),
+        outcome: Set(entry.outcome.as_str().to_string()),
+        request_id: Set(entry.request_id),
+    }
+}
+
+fn record(row: audit::Model) -> Result<AuditRecord, StoreError> {
+    let corrupt =
+        |what: &str, value: &str| StoreError::Corrupt(format!("audit record {}: {what} {value:?}", row.id));
+    let actor_role = match &row.actor_role {
+        None => None,
+        Some(name) => Some(UserRole::from_name(name).ok_or_else(|| corrupt("unknown role", name))?),
+    };
+    let outcome =
+        AuditOutcome::from_name(&row.outcome).ok_or_else(|| corrupt("unknown outcome", &row.outcome))?;
+    let time = DateTime::parse_from_rfc3339(&row.time)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| corrupt("bad time", &row.time))?;
+    let status = u16::try_from(row.status).map_err(|_| corrupt("bad status", &row.status.to_string()))?;
+    let target =
+        row.target_kind.map(|kind| AuditTarget { kind, tenant: row.target_tenant, name: row.target_name });
+    Ok(AuditRecord {
+        id: row.id as u64,
+        entry: AuditEntry {
+            time,
+            actor: row.actor,
+            actor_role,
+            actor_token: row.actor_token,
+            method: row.method,
+            route: row.route,
+            path: row.path,
+            target,
+            status,
+            outcome,
+            request_id: row.request_id,
+        },
+    })
+}
+
+fn filtered(filter: &AuditFilter) -> Select<audit::Entity> {
+    let mut query = audit::Entity::find();
+    if let Some(actor) = &filter.actor {
+        query = query.filter(audit::Column::Actor.eq(actor.as_str()));
+    }
+    if let Some(tenant) = &filter.tenant {
+        query = query.filter(audit::Column::TargetTenant.eq(tenant.as_str()));
+    }
+    query
+}
+
+#[async_trait]
+impl Audit for SqlStore {
+    async fn record(&self, entry: AuditEntry) -> Result<u64, StoreError> {
+        // On SQLite a write between another transaction's read and its write
+        // makes that transaction fail (a stale WAL snapshot), so audit
+        // records take their turn with the store's writes. PostgreSQL
+        // writes them alongside.
+        let _guard = match dialect::is_postgres(&self.db) {
+            true => None,
+            false => Some(self.write_lock.lock().await),
+        };
+        let txn = self.db.begin().await?;
+        let id = audit::Entity::insert(row(entry)).exec(&txn).await?.last_insert_id;
+        // Ids grow, so the newest `retention` records are those above this.
+        let oldest_kept = id - self.audit_retention as i64;
+        if oldest_kept > 0 {
+            audit::Entity::delete_many().filter(audit::Column::Id.lte(oldest_kept)).exec(&txn).await?;
+        }
+        txn.commit().await?;
+        Ok(id as u64)
+    }
+
+    async fn list(&self, page: Page, filter: AuditFilter) -> Result<(Vec<AuditRecord>, u64), StoreError> {
+        let total = filtered(&filter).count(&self.db).await?;
+        let rows = filtered(&filter)
+            .order_by_desc(audit::Column::Id)
+            .offset(page.offset as u64)
+            .limit(page.limit as u64)
+            .all(&self.db)
+            .await?;
+        let records = rows.into_iter().map(record).collect::<Result<Vec<_>, _>>()?;
+        Ok((records, total))
+    }
+}
