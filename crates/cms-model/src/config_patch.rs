@@ -12,6 +12,7 @@ pub type ConfigPatch = Resource<ConfigPatchSpec, ConfigPatchStatus>;
 
 /// How the elements of `patches` are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PatchFormat {
     /// Each element is a partial machine-config document, merged in order.
@@ -23,6 +24,7 @@ pub enum PatchFormat {
 
 /// Which machines a patch applies to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PatchTarget {
     #[serde(rename = "controlplane")]
@@ -49,6 +51,7 @@ fn enabled_by_default() -> bool {
 
 /// The desired state of a config patch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigPatchSpec {
     pub format: PatchFormat,
@@ -61,6 +64,7 @@ pub struct ConfigPatchSpec {
 
 /// The observed state of a config patch; nothing is observed yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ConfigPatchStatus {}
 

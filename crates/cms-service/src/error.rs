@@ -207,12 +207,19 @@ impl From<FieldError> for ApiError {
 }
 
 /// The wire shape of every error.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Error, example = json!({"error": "tenant \"demo\" not found", "code": "NotFound", "status": 404}))]
 pub(crate) struct ErrorBody {
+    /// What went wrong, for people; never internals.
     pub(crate) error: String,
+    /// The error class.
+    #[schema(value_type = String, pattern = "^[A-Za-z]+$", example = "NotFound")]
     pub(crate) code: &'static str,
+    /// The HTTP status, repeated.
+    #[schema(minimum = 400, maximum = 599)]
     pub(crate) status: u16,
+    /// On 500 only: the id under which the details are logged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) request_id: Option<String>,
 }

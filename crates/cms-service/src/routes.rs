@@ -14,7 +14,7 @@ use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    downloads, health, login, machine_config, machines, metrics, ops, projected, tenants, tokens, users,
+    downloads, health, login, machine_config, machines, metrics, openapi, ops, projected, tenants, tokens, users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -64,6 +64,8 @@ table! {
     root "/readyz" { GET => ops::readyz, PUBLIC; }
     root "/metrics" { GET => metrics::render, PUBLIC; }
     root "/version" { GET => ops::version, PUBLIC; }
+    root "/openapi.json" { GET => openapi::serve_document, PUBLIC; }
+    root "/docs" { GET => openapi::serve_page, PUBLIC; }
     api "/auth/login" { POST => login::login, PUBLIC; }
     api "/tenants" {
         GET => tenants::list, needs(Read);
