@@ -59,6 +59,9 @@ pub struct ConfigPatchSpec {
     pub target: PatchTarget,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+    /// For `strategic`, partial machine-config documents; for `jsonpatch`,
+    /// RFC 6902 operations.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>, min_items = 1))]
     pub patches: Vec<Value>,
 }
 

@@ -43,12 +43,13 @@ macro_rules! table {
         /// Registers the routes of one scope: the API's or the root's.
         fn register(cfg: &mut web::ServiceConfig, api: bool) {
             $( if table!(@api $scope) == api {
-                cfg.service(resource($path)
+                cfg.service(resource($path, table!(@allow $($method)*))
                     $( .route(web::method(Method::$method).to($handler)
                         .wrap(from_fn(|req, next| guard($access, req, next)))) )*);
             } )*
         }
     };
+    (@allow $first:ident $($rest:ident)*) => { concat!(stringify!($first) $(, ", ", stringify!($rest))*) };
     (@api api) => { true };
     (@api root) => { false };
 }

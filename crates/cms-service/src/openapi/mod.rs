@@ -37,6 +37,9 @@ use crate::{API_PREFIX, reply};
 use operations::{Doc, Query, Success};
 use schemas::reference;
 
+/// The largest integer every JSON client reads exactly.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
 /// The security scheme of login tokens.
 const LOGIN_TOKEN: &str = "loginToken";
 /// The security scheme of API tokens.
@@ -234,7 +237,7 @@ fn query_parameters(query: Query) -> Vec<Parameter> {
     match query {
         Query::Page => vec![
             query_parameter("limit", "How many items to return, 1 to 1000.", integer(1, Some(1000), Some(100))),
-            query_parameter("offset", "How many items to skip.", integer(0, None, Some(0))),
+            query_parameter("offset", "How many items to skip.", integer(0, Some(MAX_SAFE_INTEGER), Some(0))),
         ],
         Query::Watch => vec![
             query_parameter(

@@ -315,7 +315,7 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         }
         ("GET", "/users") => Doc::new("listUsers", USERS, "List users").query(PAGE).ok(200, Success::Json("UserList")),
         ("POST", "/users") => Doc::new("createUser", USERS, "Create a user")
-            .body("User")
+            .body("NewUser")
             .ok(201, Success::Json("User"))
             .error(409, "the name is taken"),
         ("GET", "/users/{name}") => Doc::new("getUser", USERS, "Read a user").ok(200, Success::Json("User")),

@@ -81,8 +81,8 @@ fn int64() -> utoipa::openapi::SchemaFormat {
 /// A user's spec: `password` is required on create, optional on update and
 /// never returned, which the derived schema (that follows serialization)
 /// cannot say.
-fn user_spec() -> Schema {
-    ObjectBuilder::new()
+fn user_spec(password_required: bool) -> Schema {
+    let builder = ObjectBuilder::new()
         .description(Some("The desired state of a user."))
         .property("role", reference("UserRole"))
         .property(
@@ -98,8 +98,11 @@ fn user_spec() -> Schema {
                 )),
         )
         .required("role")
-        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
-        .into()
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    match password_required {
+        true => builder.required("password").into(),
+        false => builder.into(),
+    }
 }
 
 /// The body of a machine status write: its `status` replaces the stored
@@ -150,7 +153,9 @@ pub(super) fn components() -> utoipa::openapi::Components {
         .schema("ConfigPatch", resource("An overlay on the generated machine configs.", "ConfigPatchSpec", "ConfigPatchStatus"))
         .schema("Machine", resource("A machine, created by the reconciler. Its name is its id.", "MachineSpec", "MachineStatus"))
         .schema("User", resource("A user and its role.", "UserSpec", "UserStatus"))
-        .schema("UserSpec", user_spec())
+        .schema("UserSpec", user_spec(false))
+        .schema("NewUserSpec", user_spec(true))
+        .schema("NewUser", resource("A user to create: the password is required.", "NewUserSpec", "UserStatus"))
         .schema(
             "ApiToken",
             resource("An API token; `status.token` is shown only in the create response.", "ApiTokenSpec", "ApiTokenStatus"),
@@ -193,7 +198,7 @@ pub(super) fn example(schema: &str) -> Option<serde_json::Value> {
                 "patches": [{"machine": {"sysctls": {"vm.max_map_count": "262144"}}}]
             }
         }),
-        "User" => json!({"metadata": {"name": "alice"}, "spec": {"role": "view", "password": "correct-horse-battery"}}),
+        "NewUser" | "User" => json!({"metadata": {"name": "alice"}, "spec": {"role": "view", "password": "correct-horse-battery"}}),
         "ApiToken" => json!({"metadata": {"name": "ci"}, "spec": {"expiresIn": "24h"}}),
         "LoginRequest" => json!({"username": "admin", "password": "<password>"}),
         _ => return None,
