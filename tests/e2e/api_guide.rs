@@ -27,7 +27,10 @@ struct Example {
 }
 
 fn guide_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the repository").join("docs/api-guide.md")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository")
+        .join("docs/api-guide.md")
 }
 
 /// The fenced blocks of a Markdown text: (language, first line number, body,
@@ -145,7 +148,10 @@ fn require_tool(tool: &str) {
 fn output_patterns() {
     assert!(matches("201", "201"));
     assert!(!matches("201", "2011"));
-    assert!(matches(r#"{"error":"...nope...","code":"NotFound"}"#, r#"{"error":"tenant nope not found","code":"NotFound"}"#));
+    assert!(matches(
+        r#"{"error":"...nope...","code":"NotFound"}"#,
+        r#"{"error":"tenant nope not found","code":"NotFound"}"#
+    ));
     assert!(!matches("a...b", "ab-c"));
     assert!(matches("a...", "a"));
 }
@@ -157,7 +163,10 @@ async fn every_example_of_the_api_guide_runs_as_shown() {
     let markdown = std::fs::read_to_string(guide_path()).expect("docs/api-guide.md is readable");
     let examples = examples(&markdown);
     assert!(examples.len() >= 10, "the guide has {} examples", examples.len());
-    assert!(examples.iter().any(|example| example.script.contains("curl -sS -N --max-time")), "a watch example");
+    assert!(
+        examples.iter().any(|example| example.script.contains("curl -sS -N --max-time")),
+        "a watch example"
+    );
 
     let server = Server::start().await;
     let env = [
@@ -170,7 +179,8 @@ async fn every_example_of_the_api_guide_runs_as_shown() {
         let script = example.script.clone();
         let path = dir.path().to_path_buf();
         let env = env.clone();
-        let output = tokio::task::spawn_blocking(move || run(&script, &path, &env)).await.expect("the example ran");
+        let output =
+            tokio::task::spawn_blocking(move || run(&script, &path, &env)).await.expect("the example ran");
         let stdout = String::from_utf8_lossy(&output.stdout);
         let context = format!(
             "the example at docs/api-guide.md:{}\n{}\n--- stdout ---\n{stdout}--- stderr ---\n{}",

@@ -29,5 +29,4 @@ fn steps(timings: &mut Timings) -> Result<()> {
     timings.measure("invariants", invariants::check)?;
     timings.extend(testing::run_all()?);
     fuzz_api::steps(timings)
-
 }

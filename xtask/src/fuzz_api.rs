@@ -93,7 +93,13 @@ fn install() -> Result<PathBuf> {
 /// An admin API token and a viewer's, made through the API.
 fn tokens(addr: SocketAddr) -> Result<(String, String)> {
     let login = |user: &str, password: &str| -> Result<String> {
-        let reply = request(addr, "POST", "/api/v1/auth/login", None, &json!({"username": user, "password": password}))?;
+        let reply = request(
+            addr,
+            "POST",
+            "/api/v1/auth/login",
+            None,
+            &json!({"username": user, "password": password}),
+        )?;
         reply["token"].as_str().map(str::to_string).context("login answered no token")
     };
     let api_token = |user: &str, login_token: &str| -> Result<String> {

@@ -68,7 +68,15 @@ impl fmt::Display for Kind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectMeta {
     /// A DNS-1123 label: lowercase letters, digits and `-`, 1 to 63 characters.
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", min_length = 1, max_length = 63, example = "demo"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            min_length = 1,
+            max_length = 63,
+            example = "demo"
+        )
+    )]
     pub name: String,
     /// Set by the server: 1 on create, +1 on every write. Required on PUT.
     #[serde(default, skip_serializing_if = "Option::is_none")]

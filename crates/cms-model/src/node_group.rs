@@ -49,7 +49,10 @@ pub struct NodeGroupSpec {
     #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub count: u32,
     /// `<provider>:<shape>`, provider `oci`, `openstack` or `metal`.
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^(oci|openstack|metal):.*\S", example = "metal:bare"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^(oci|openstack|metal):.*\S", example = "metal:bare")
+    )]
     pub provider_class: String,
     /// Provider-specific settings, checked per provider: for `oci` see
     /// `OciConfig`, for `openstack` `OpenStackConfig`, for `metal`
@@ -57,7 +60,10 @@ pub struct NodeGroupSpec {
     #[serde(default)]
     pub provider_config: Map<String, Value>,
     /// Overrides the tenant's `talosVersion`.
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.14.0"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.14.0")
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos_version: Option<String>,
     #[serde(default)]

@@ -21,10 +21,16 @@ pub type Tenant = Resource<TenantSpec, TenantStatus>;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantSpec {
     /// `MAJOR.MINOR.PATCH`; a leading `v` is dropped.
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.31.0"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.31.0")
+    )]
     pub kubernetes_version: String,
     /// `MAJOR.MINOR.PATCH`, a supported Talos release; a leading `v` is dropped.
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.14.0"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.14.0")
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos_version: Option<String>,
     /// The cluster's API server, an `https://` URL.

@@ -80,7 +80,13 @@ pub type ApiToken = Resource<ApiTokenSpec, ApiTokenStatus>;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiTokenSpec {
     /// The lifetime, `<number>h`, at most 8760h.
-    #[cfg_attr(feature = "openapi", schema(pattern = r"^([1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-5][0-9]|8760)h$", example = "24h"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"^([1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-5][0-9]|8760)h$",
+            example = "24h"
+        )
+    )]
     pub expires_in: String,
 }
 

@@ -14,7 +14,8 @@ use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    downloads, health, login, machine_config, machines, metrics, openapi, ops, projected, tenants, tokens, users,
+    downloads, health, login, machine_config, machines, metrics, openapi, ops, projected, tenants, tokens,
+    users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]

@@ -20,7 +20,9 @@ use bytes::Bytes;
 use cms_auth::Permission;
 use cms_model::UserRole;
 use serde_json::json;
-use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::path::{
+    HttpMethod, Operation, OperationBuilder, Parameter, ParameterBuilder, ParameterIn,
+};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
@@ -36,9 +38,6 @@ use crate::routes::{ROUTES, RouteInfo};
 use crate::{API_PREFIX, reply};
 use operations::{Doc, Query, Success};
 use schemas::reference;
-
-/// The largest integer every JSON client reads exactly.
-const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
 /// The security scheme of login tokens.
 const LOGIN_TOKEN: &str = "loginToken";
@@ -62,7 +61,11 @@ pub fn document() -> OpenApi {
     for route in ROUTES {
         let Some(doc) = operations::describe(route.method, route.path) else {
             // The tests walk the table, so an undescribed route fails them.
-            tracing::error!(method = route.method, path = route.path, "route missing from the OpenAPI document");
+            tracing::error!(
+                method = route.method,
+                path = route.path,
+                "route missing from the OpenAPI document"
+            );
             continue;
         };
         let Some(method) = http_method(route.method) else { continue };
@@ -92,9 +95,11 @@ pub fn document() -> OpenApi {
         )
         .paths(paths)
         .components(Some(components))
-        .tags(Some(operations::TAGS.iter().map(|(name, about)| {
-            TagBuilder::new().name(*name).description(Some(*about)).build()
-        })))
+        .tags(Some(
+            operations::TAGS
+                .iter()
+                .map(|(name, about)| TagBuilder::new().name(*name).description(Some(*about)).build()),
+        ))
         .build()
 }
 
@@ -145,9 +150,13 @@ fn operation(route: &RouteInfo, doc: &Doc) -> Operation {
         }
     }
     if let Some(schema) = doc.body {
-        let content = ContentBuilder::new().schema(Some(reference(schema))).example(schemas::example(schema)).build();
+        let content =
+            ContentBuilder::new().schema(Some(reference(schema))).example(schemas::example(schema)).build();
         builder = builder.request_body(Some(
-            RequestBodyBuilder::new().required(Some(Required::True)).content("application/json", content).build(),
+            RequestBodyBuilder::new()
+                .required(Some(Required::True))
+                .content("application/json", content)
+                .build(),
         ));
     }
     let mut responses: BTreeMap<String, RefOr<Response>> = BTreeMap::new();
@@ -214,11 +223,12 @@ fn path_parameter(name: &str) -> Parameter {
         .build()
 }
 
-fn integer(minimum: i64, maximum: Option<i64>, default: Option<i64>) -> Schema {
+/// A non-negative integer up to the largest the server parses (`u64`).
+fn integer(minimum: u64, maximum: Option<u64>, default: Option<u64>) -> Schema {
     ObjectBuilder::new()
         .schema_type(Type::Integer)
         .minimum(Some(minimum))
-        .maximum(maximum)
+        .maximum(Some(maximum.unwrap_or(u64::MAX)))
         .default(default.map(|value| json!(value)))
         .into()
 }
@@ -236,8 +246,12 @@ fn query_parameter(name: &str, about: &str, schema: Schema) -> Parameter {
 fn query_parameters(query: Query) -> Vec<Parameter> {
     match query {
         Query::Page => vec![
-            query_parameter("limit", "How many items to return, 1 to 1000.", integer(1, Some(1000), Some(100))),
-            query_parameter("offset", "How many items to skip.", integer(0, Some(MAX_SAFE_INTEGER), Some(0))),
+            query_parameter(
+                "limit",
+                "How many items to return, 1 to 1000.",
+                integer(1, Some(1000), Some(100)),
+            ),
+            query_parameter("offset", "How many items to skip.", integer(0, None, Some(0))),
         ],
         Query::Watch => vec![
             query_parameter(
@@ -275,34 +289,49 @@ fn success(doc: &Doc) -> Response {
     let builder = ResponseBuilder::new().description(description);
     let string = || -> Schema { ObjectBuilder::new().schema_type(Type::String).into() };
     let builder = match doc.success {
-        Success::Json(schema) => builder.content("application/json", ContentBuilder::new().schema(Some(reference(schema))).build()),
+        Success::Json(schema) => {
+            builder.content("application/json", ContentBuilder::new().schema(Some(reference(schema))).build())
+        }
         Success::ListOrWatch => builder
             .content("application/json", ContentBuilder::new().schema(Some(reference("TenantList"))).build())
             .content(
                 "text/event-stream",
                 ContentBuilder::new()
                     .schema(Some(string()))
-                    .description(Some("With `watch=true`: `data: <WatchEvent>` frames, each followed by `id: <revision>`."))
+                    .description(Some(
+                        "With `watch=true`: `data: <WatchEvent>` frames, each followed by `id: <revision>`.",
+                    ))
                     .build(),
             ),
         Success::Empty => builder,
         Success::Yaml => builder
-            .content("application/yaml", ContentBuilder::new().schema(Some(string())).build())
+            .content(
+                "application/yaml",
+                ContentBuilder::new()
+                    .schema(Some(Schema::Object(ObjectBuilder::new().schema_type(Type::Object).build())))
+                    .build(),
+            )
             .header(
                 "Content-Disposition",
-                HeaderBuilder::new().schema(Some(string()))
+                HeaderBuilder::new()
+                    .schema(Some(string()))
                     .description(Some("`attachment; filename=\"<name>.yaml\"`"))
                     .build(),
             )
             .header(
                 "Cache-Control",
-                HeaderBuilder::new().schema(Some(string())).description(Some("`no-store`: it holds credentials.")).build(),
+                HeaderBuilder::new()
+                    .schema(Some(string()))
+                    .description(Some("`no-store`: it holds credentials."))
+                    .build(),
             ),
         Success::Text(media) => builder.content(media, ContentBuilder::new().schema(Some(string())).build()),
         Success::Html => builder.content("text/html", ContentBuilder::new().schema(Some(string())).build()),
         Success::Document => builder.content(
             "application/json",
-            ContentBuilder::new().schema(Some(Schema::Object(ObjectBuilder::new().schema_type(Type::Object).build()))).build(),
+            ContentBuilder::new()
+                .schema(Some(Schema::Object(ObjectBuilder::new().schema_type(Type::Object).build())))
+                .build(),
         ),
     };
     builder.build()
@@ -310,7 +339,11 @@ fn success(doc: &Doc) -> Response {
 
 /// The error classes of decisions §2, with their codes and generic meanings.
 const ERRORS: &[(u16, &str, &str)] = &[
-    (400, "BadRequest", "Malformed JSON, a bad query parameter, or a path name that differs from the body's."),
+    (
+        400,
+        "BadRequest",
+        "Malformed JSON, a bad query parameter, or a path name that differs from the body's.",
+    ),
     (401, "Unauthorized", "A missing, malformed, expired or revoked token."),
     (403, "Forbidden", "The caller's role may not do this."),
     (404, "NotFound", "No such resource, or no such parent tenant."),
@@ -321,7 +354,11 @@ const ERRORS: &[(u16, &str, &str)] = &[
     (422, "Invalid", "The body parses but breaks a rule; the message names the field."),
     (429, "TooManyRequests", "Too many failed logins; retry after `Retry-After` seconds."),
     (500, "Internal", "Something unexpected; the body carries the `requestId` under which it is logged."),
-    (503, "Unavailable", "A dependency is not ready: the store does not answer, or the state is not there yet."),
+    (
+        503,
+        "Unavailable",
+        "A dependency is not ready: the store does not answer, or the state is not there yet.",
+    ),
 ];
 
 fn error_ref(status: u16) -> String {
@@ -342,7 +379,8 @@ fn error_response(status: u16, description: &str) -> Response {
         401 => {
             builder = builder.header(
                 "WWW-Authenticate",
-                HeaderBuilder::new().schema(Some(Schema::Object(ObjectBuilder::new().schema_type(Type::String).build())))
+                HeaderBuilder::new()
+                    .schema(Some(Schema::Object(ObjectBuilder::new().schema_type(Type::String).build())))
                     .description(Some("`Bearer`"))
                     .build(),
             );

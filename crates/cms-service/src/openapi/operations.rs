@@ -138,30 +138,34 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         ("GET", "/healthz") => Doc::new("healthz", OPS, "Liveness: `ok` while the process is up")
             .ok(200, Success::Text("text/plain"))
             .stateless(),
-        ("GET", "/readyz") => Doc::new("readyz", OPS, "Readiness: `ready` once the store is migrated and answers")
-            .ok(200, Success::Text("text/plain")),
+        ("GET", "/readyz") => {
+            Doc::new("readyz", OPS, "Readiness: `ready` once the store is migrated and answers")
+                .ok(200, Success::Text("text/plain"))
+        }
         ("GET", "/metrics") => Doc::new("metrics", OPS, "Prometheus metrics in the text format")
             .ok(200, Success::Text("text/plain"))
             .stateless(),
         ("GET", "/version") => Doc::new("version", OPS, "The build: version, git commit and build time")
             .ok(200, Success::Json("BuildInfo"))
             .stateless(),
-        ("GET", "/openapi.json") => Doc::new("openapi", DOCS, "This OpenAPI 3.1 document")
-            .ok(200, Success::Document)
-            .stateless(),
+        ("GET", "/openapi.json") => {
+            Doc::new("openapi", DOCS, "This OpenAPI 3.1 document").ok(200, Success::Document).stateless()
+        }
         ("GET", "/docs") => Doc::new("docs", DOCS, "An interactive page over this document")
             .ok(200, Success::Html)
             .stateless(),
-        ("POST", "/auth/login") => Doc::new("login", AUTH, "Exchange a user name and password for a login token")
-            .about(
-                "The token is a JWT that lives `CMS_LOGIN_TOKEN_TTL` (1h by default). Wrong credentials \
+        ("POST", "/auth/login") => {
+            Doc::new("login", AUTH, "Exchange a user name and password for a login token")
+                .about(
+                    "The token is a JWT that lives `CMS_LOGIN_TOKEN_TTL` (1h by default). Wrong credentials \
                  get the same 401 whether or not the user exists; the sixth failure for one user within \
                  a minute gets 429 with `Retry-After`.",
-            )
-            .body("LoginRequest")
-            .ok(200, Success::Json("LoginResponse"))
-            .error(401, "wrong user name or password")
-            .error(429, "too many failed logins for this user; retry after `Retry-After` seconds"),
+                )
+                .body("LoginRequest")
+                .ok(200, Success::Json("LoginResponse"))
+                .error(401, "wrong user name or password")
+                .error(429, "too many failed logins for this user; retry after `Retry-After` seconds")
+        }
         ("GET", "/tenants") => Doc::new("listTenants", TENANTS, "List tenants, or watch them")
             .about(
                 "A page of tenants sorted by name. With `watch=true` the answer is a server-sent-event \
@@ -180,16 +184,22 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
             .body("Tenant")
             .ok(201, Success::Json("Tenant"))
             .error(409, TAKEN),
-        ("GET", "/tenants/{name}") => Doc::new("getTenant", TENANTS, "Read a tenant").ok(200, Success::Json("Tenant")),
-        ("PUT", "/tenants/{name}") => Doc::new("updateTenant", TENANTS, "Replace a tenant's spec, labels and annotations")
-            .about(
-                "Send the object as read, changed: `metadata.resourceVersion` is required (422 without) and a \
+        ("GET", "/tenants/{name}") => {
+            Doc::new("getTenant", TENANTS, "Read a tenant").ok(200, Success::Json("Tenant"))
+        }
+        ("PUT", "/tenants/{name}") => Doc::new(
+            "updateTenant",
+            TENANTS,
+            "Replace a tenant's spec, labels and annotations",
+        )
+        .about(
+            "Send the object as read, changed: `metadata.resourceVersion` is required (422 without) and a \
                  stale one is 409. `metadata.name` must equal the path's name (400 otherwise). A \
                  `spec.nodeGroups` list replaces the tenant's groups; absent leaves them.",
-            )
-            .body("Tenant")
-            .ok(200, Success::Json("Tenant"))
-            .error(409, STALE),
+        )
+        .body("Tenant")
+        .ok(200, Success::Json("Tenant"))
+        .error(409, STALE),
         ("DELETE", "/tenants/{name}") => Doc::new("deleteTenant", TENANTS, "Delete a tenant")
             .about(
                 "202 with the tenant marked for deletion (`deletionTimestamp` and the finalizers \
@@ -223,16 +233,21 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         ("GET", "/tenants/{name}/health") => Doc::new("getTenantHealth", HEALTH, "Probe a tenant's nodes")
             .about("Asks the machines over the node API, 2 s each; results are cached 15 s per tenant.")
             .ok(200, Success::Json("Health")),
-        ("GET", "/health") => Doc::new("listHealth", HEALTH, "Probe every tenant")
-            .ok(200, Success::Json("HealthList")),
-        ("GET", "/tenants/{tenant}/node-groups") => Doc::new("listNodeGroups", GROUPS, "List a tenant's node groups")
-            .query(PAGE)
-            .ok(200, Success::Json("NodeGroupList")),
-        ("POST", "/tenants/{tenant}/node-groups") => Doc::new("createNodeGroup", GROUPS, "Create a node group")
-            .about("`spec.name` may be left out; when given it must equal `metadata.name`.")
-            .body("NodeGroup")
-            .ok(201, Success::Json("NodeGroup"))
-            .error(409, TAKEN),
+        ("GET", "/health") => {
+            Doc::new("listHealth", HEALTH, "Probe every tenant").ok(200, Success::Json("HealthList"))
+        }
+        ("GET", "/tenants/{tenant}/node-groups") => {
+            Doc::new("listNodeGroups", GROUPS, "List a tenant's node groups")
+                .query(PAGE)
+                .ok(200, Success::Json("NodeGroupList"))
+        }
+        ("POST", "/tenants/{tenant}/node-groups") => {
+            Doc::new("createNodeGroup", GROUPS, "Create a node group")
+                .about("`spec.name` may be left out; when given it must equal `metadata.name`.")
+                .body("NodeGroup")
+                .ok(201, Success::Json("NodeGroup"))
+                .error(409, TAKEN)
+        }
         ("GET", "/tenants/{tenant}/node-groups/{name}") => {
             Doc::new("getNodeGroup", GROUPS, "Read a node group").ok(200, Success::Json("NodeGroup"))
         }
@@ -244,20 +259,24 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .error(409, STALE)
         }
         ("DELETE", "/tenants/{tenant}/node-groups/{name}") => {
-            Doc::new("deleteNodeGroup", GROUPS, "Delete a node group").ok(204, Success::Empty).error(409, STALE)
+            Doc::new("deleteNodeGroup", GROUPS, "Delete a node group")
+                .ok(204, Success::Empty)
+                .error(409, STALE)
         }
         ("GET", "/tenants/{tenant}/configpatches") => {
             Doc::new("listConfigPatches", PATCHES, "List a tenant's config patches")
                 .query(PAGE)
                 .ok(200, Success::Json("ConfigPatchList"))
         }
-        ("POST", "/tenants/{tenant}/configpatches") => {
-            Doc::new("createConfigPatch", PATCHES, "Create a config patch")
-                .about("Patches are checked with the Talos rules on write: a broken one is 422 naming the field.")
-                .body("ConfigPatch")
-                .ok(201, Success::Json("ConfigPatch"))
-                .error(409, TAKEN)
-        }
+        ("POST", "/tenants/{tenant}/configpatches") => Doc::new(
+            "createConfigPatch",
+            PATCHES,
+            "Create a config patch",
+        )
+        .about("Patches are checked with the Talos rules on write: a broken one is 422 naming the field.")
+        .body("ConfigPatch")
+        .ok(201, Success::Json("ConfigPatch"))
+        .error(409, TAKEN),
         ("GET", "/tenants/{tenant}/configpatches/{name}") => {
             Doc::new("getConfigPatch", PATCHES, "Read a config patch").ok(200, Success::Json("ConfigPatch"))
         }
@@ -268,15 +287,19 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .error(409, STALE)
         }
         ("DELETE", "/tenants/{tenant}/configpatches/{name}") => {
-            Doc::new("deleteConfigPatch", PATCHES, "Delete a config patch").ok(204, Success::Empty).error(409, STALE)
+            Doc::new("deleteConfigPatch", PATCHES, "Delete a config patch")
+                .ok(204, Success::Empty)
+                .error(409, STALE)
         }
         ("GET", "/machines") => Doc::new("listAllMachines", MACHINES, "List the machines of every tenant")
             .about("Sorted by tenant, then name.")
             .query(PAGE)
             .ok(200, Success::Json("MachineList")),
-        ("GET", "/tenants/{tenant}/machines") => Doc::new("listMachines", MACHINES, "List a tenant's machines")
-            .query(PAGE)
-            .ok(200, Success::Json("MachineList")),
+        ("GET", "/tenants/{tenant}/machines") => {
+            Doc::new("listMachines", MACHINES, "List a tenant's machines")
+                .query(PAGE)
+                .ok(200, Success::Json("MachineList"))
+        }
         ("GET", "/tenants/{tenant}/machines/{id}") => {
             Doc::new("getMachine", MACHINES, "Read a machine").ok(200, Success::Json("Machine"))
         }
@@ -300,9 +323,11 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .ok(200, Success::Json("Machine"))
                 .error(409, STALE)
         }
-        ("GET", "/projected") => Doc::new("listAllProjected", PROJECTED, "What the provisioning tool created, every tenant")
-            .ok(200, Success::Json("ProjectedList"))
-            .error(503, "no provisioning run has completed yet"),
+        ("GET", "/projected") => {
+            Doc::new("listAllProjected", PROJECTED, "What the provisioning tool created, every tenant")
+                .ok(200, Success::Json("ProjectedList"))
+                .error(503, "no provisioning run has completed yet")
+        }
         ("GET", "/tenants/{tenant}/projected") => {
             Doc::new("listProjected", PROJECTED, "What the provisioning tool created for a tenant")
                 .ok(200, Success::Json("ProjectedList"))
@@ -313,22 +338,28 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .ok(200, Success::Json("ProjectedList"))
                 .error(503, "no provisioning run has completed yet")
         }
-        ("GET", "/users") => Doc::new("listUsers", USERS, "List users").query(PAGE).ok(200, Success::Json("UserList")),
+        ("GET", "/users") => {
+            Doc::new("listUsers", USERS, "List users").query(PAGE).ok(200, Success::Json("UserList"))
+        }
         ("POST", "/users") => Doc::new("createUser", USERS, "Create a user")
             .body("NewUser")
             .ok(201, Success::Json("User"))
             .error(409, "the name is taken"),
         ("GET", "/users/{name}") => Doc::new("getUser", USERS, "Read a user").ok(200, Success::Json("User")),
-        ("PUT", "/users/{name}") => Doc::new("updateUser", USERS, "Change a user's role, and its password when given")
-            .body("User")
-            .ok(200, Success::Json("User"))
-            .error(409, "stale `metadata.resourceVersion`, or demoting the last admin"),
+        ("PUT", "/users/{name}") => {
+            Doc::new("updateUser", USERS, "Change a user's role, and its password when given")
+                .body("User")
+                .ok(200, Success::Json("User"))
+                .error(409, "stale `metadata.resourceVersion`, or demoting the last admin")
+        }
         ("DELETE", "/users/{name}") => Doc::new("deleteUser", USERS, "Delete a user and its tokens")
             .ok(204, Success::Empty)
             .error(409, "deleting the last admin"),
-        ("GET", "/users/{name}/tokens") => Doc::new("listTokens", TOKENS, "List a user's API tokens, without values")
-            .query(PAGE)
-            .ok(200, Success::Json("ApiTokenList")),
+        ("GET", "/users/{name}/tokens") => {
+            Doc::new("listTokens", TOKENS, "List a user's API tokens, without values")
+                .query(PAGE)
+                .ok(200, Success::Json("ApiTokenList"))
+        }
         ("POST", "/users/{name}/tokens") => Doc::new("createToken", TOKENS, "Create an API token")
             .about("201 with `status.token`, `cms_<id>_<secret>`: the only time the value is shown.")
             .body("ApiToken")

@@ -67,7 +67,10 @@ fn list(item: &str) -> Schema {
     ObjectBuilder::new()
         .description(Some(format!("A page of {item} objects, sorted by name; `total` counts them all.")))
         .property("items", ArrayBuilder::new().items(reference(item)))
-        .property("total", ObjectBuilder::new().schema_type(Type::Integer).format(Some(int64())).minimum(Some(0)))
+        .property(
+            "total",
+            ObjectBuilder::new().schema_type(Type::Integer).format(Some(int64())).minimum(Some(0)),
+        )
         .required("items")
         .required("total")
         .additional_properties(Some(AdditionalProperties::FreeForm(false)))
@@ -136,7 +139,9 @@ fn watch_event() -> Schema {
         ))
         .property(
             "type",
-            ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["ADDED", "MODIFIED", "DELETED"])),
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["ADDED", "MODIFIED", "DELETED"])),
         )
         .property("object", reference("Tenant"))
         .required("type")
@@ -149,16 +154,36 @@ pub(super) fn components() -> utoipa::openapi::Components {
     let derived = Derived::openapi().components.unwrap_or_default();
     let mut builder = ComponentsBuilder::from(derived)
         .schema("Tenant", resource("A tenant: one Talos cluster.", "TenantSpec", "TenantStatus"))
-        .schema("NodeGroup", resource("A set of machines of one role on one provider.", "NodeGroupSpec", "NodeGroupStatus"))
-        .schema("ConfigPatch", resource("An overlay on the generated machine configs.", "ConfigPatchSpec", "ConfigPatchStatus"))
-        .schema("Machine", resource("A machine, created by the reconciler. Its name is its id.", "MachineSpec", "MachineStatus"))
+        .schema(
+            "NodeGroup",
+            resource("A set of machines of one role on one provider.", "NodeGroupSpec", "NodeGroupStatus"),
+        )
+        .schema(
+            "ConfigPatch",
+            resource("An overlay on the generated machine configs.", "ConfigPatchSpec", "ConfigPatchStatus"),
+        )
+        .schema(
+            "Machine",
+            resource(
+                "A machine, created by the reconciler. Its name is its id.",
+                "MachineSpec",
+                "MachineStatus",
+            ),
+        )
         .schema("User", resource("A user and its role.", "UserSpec", "UserStatus"))
         .schema("UserSpec", user_spec(false))
         .schema("NewUserSpec", user_spec(true))
-        .schema("NewUser", resource("A user to create: the password is required.", "NewUserSpec", "UserStatus"))
+        .schema(
+            "NewUser",
+            resource("A user to create: the password is required.", "NewUserSpec", "UserStatus"),
+        )
         .schema(
             "ApiToken",
-            resource("An API token; `status.token` is shown only in the create response.", "ApiTokenSpec", "ApiTokenStatus"),
+            resource(
+                "An API token; `status.token` is shown only in the create response.",
+                "ApiTokenSpec",
+                "ApiTokenStatus",
+            ),
         )
         .schema("MachineStatusUpdate", machine_status_update())
         .schema("HealthList", health_list())
@@ -198,7 +223,9 @@ pub(super) fn example(schema: &str) -> Option<serde_json::Value> {
                 "patches": [{"machine": {"sysctls": {"vm.max_map_count": "262144"}}}]
             }
         }),
-        "NewUser" | "User" => json!({"metadata": {"name": "alice"}, "spec": {"role": "view", "password": "correct-horse-battery"}}),
+        "NewUser" | "User" => {
+            json!({"metadata": {"name": "alice"}, "spec": {"role": "view", "password": "correct-horse-battery"}})
+        }
         "ApiToken" => json!({"metadata": {"name": "ci"}, "spec": {"expiresIn": "24h"}}),
         "LoginRequest" => json!({"username": "admin", "password": "<password>"}),
         _ => return None,
