@@ -4,6 +4,7 @@
 //! Build the binary first (`cargo build -p cms-server`), or run
 //! `cargo xtask e2e`, which does both.
 
+mod api_guide;
 mod audit;
 mod auth;
 mod cli_accounts;

@@ -1,16 +1,17 @@
-//! `cargo xtask ci`: everything CI runs, in order, each step timed.
+//! `cargo xtask ci`: everything CI runs, in order, each step timed: format,
+//! lints, invariants, the tests, then schemathesis against the real server.
 
 use std::time::Duration;
 
 use anyhow::Result;
 
 use crate::shell::{Timings, cargo};
-use crate::{invariants, testing};
+use crate::{fuzz_api, invariants, testing};
 
 /// The longest a lint or format step may take.
 const CHECK_LIMIT: Duration = Duration::from_secs(40 * 60);
 
-/// Runs fmt, clippy, the invariant checks and the tests.
+/// Runs fmt, clippy, the invariant checks, the tests and the API fuzzing.
 pub(crate) fn run() -> Result<()> {
     let mut timings = Timings::default();
     let result = steps(&mut timings);
@@ -27,5 +28,5 @@ fn steps(timings: &mut Timings) -> Result<()> {
     )?;
     timings.measure("invariants", invariants::check)?;
     timings.extend(testing::run_all()?);
-    Ok(())
+    fuzz_api::steps(timings)
 }

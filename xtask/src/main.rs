@@ -4,6 +4,7 @@
 //! - `ci`: everything CI runs (format, lints, invariants, tests), each step timed.
 //! - `test`: builds the binaries once, then runs every test of the workspace.
 //! - `e2e`: builds `cms-server` and runs the end-to-end tests against it.
+//! - `fuzz-api`: schemathesis against the real server's `/openapi.json`, as admin and viewer.
 //! - `invariants`: checks the dependency rules and test rules of `ARCHITECTURE.md`.
 //! - `bench`: measures throughput against a bare actix-web baseline.
 
@@ -14,6 +15,7 @@
 
 mod bench;
 mod ci;
+mod fuzz_api;
 mod invariants;
 mod shell;
 mod testing;
@@ -41,6 +43,8 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Fuzzes the API with schemathesis against the real server, from its OpenAPI document.
+    FuzzApi,
     /// Checks the dependency and test invariants.
     Invariants,
     /// Measures throughput of the API against a bare actix-web hello endpoint.
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Task::Ci => ci::run(),
         Task::Test => testing::run_all().map(|timings| timings.print_summary("test steps")),
         Task::E2e { args } => testing::run_e2e(&args),
+        Task::FuzzApi => fuzz_api::run(),
         Task::Invariants => invariants::run(),
         Task::Bench(options) => bench::run(&options),
     };

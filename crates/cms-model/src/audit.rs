@@ -11,6 +11,7 @@ pub const ANONYMOUS: &str = "anonymous";
 
 /// How a recorded request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum AuditOutcome {
     /// A 1xx, 2xx or 3xx answer.
@@ -53,6 +54,7 @@ impl AuditOutcome {
 /// The resource a request was about, as far as its path (or, for creates,
 /// the handler) tells.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditTarget {
     /// `Tenant`, `NodeGroup`, `ConfigPatch`, `Machine`, `User`, `ApiToken` or `Login`.
@@ -66,6 +68,7 @@ pub struct AuditTarget {
 
 /// One recorded request, before the store gives it an id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     /// When the answer was ready, UTC.
@@ -97,6 +100,7 @@ pub struct AuditEntry {
 
 /// A stored [`AuditEntry`] with its id, which grows with every record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {
     pub id: u64,

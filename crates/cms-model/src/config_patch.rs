@@ -12,6 +12,7 @@ pub type ConfigPatch = Resource<ConfigPatchSpec, ConfigPatchStatus>;
 
 /// How the elements of `patches` are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PatchFormat {
     /// Each element is a partial machine-config document, merged in order.
@@ -23,6 +24,7 @@ pub enum PatchFormat {
 
 /// Which machines a patch applies to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PatchTarget {
     #[serde(rename = "controlplane")]
@@ -49,6 +51,7 @@ fn enabled_by_default() -> bool {
 
 /// The desired state of a config patch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigPatchSpec {
     pub format: PatchFormat,
@@ -56,11 +59,15 @@ pub struct ConfigPatchSpec {
     pub target: PatchTarget,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+    /// For `strategic`, partial machine-config documents; for `jsonpatch`,
+    /// RFC 6902 operations.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>, min_items = 1))]
     pub patches: Vec<Value>,
 }
 
 /// The observed state of a config patch; nothing is observed yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ConfigPatchStatus {}
 

@@ -10,6 +10,7 @@ pub type Machine = Resource<MachineSpec, MachineStatus>;
 
 /// What the provisioning tool reported about a machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MachineSpec {
     /// The node API endpoint, `IP:port`.
@@ -30,6 +31,7 @@ pub struct MachineSpec {
 
 /// The observed state of a machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MachineStatus {
     /// `initializing`, `provisioning`, `ready`, `upgrading`, `deleting`,

@@ -64,9 +64,21 @@ impl fmt::Display for Kind {
 /// `resourceVersion` are read; the other fields are accepted so that an object
 /// read from the API can be sent back as it is, and are set by the store.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectMeta {
+    /// A DNS-1123 label: lowercase letters, digits and `-`, 1 to 63 characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            min_length = 1,
+            max_length = 63,
+            example = "demo"
+        )
+    )]
     pub name: String,
+    /// Set by the server: 1 on create, +1 on every write. Required on PUT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,6 +17,7 @@ pub type NodeGroup = Resource<NodeGroupSpec, NodeGroupStatus>;
 
 /// The role of a machine in its cluster.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     #[serde(rename = "controlplane")]
@@ -36,6 +37,7 @@ impl Role {
 
 /// The desired state of a node group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeGroupSpec {
     /// The group's name. Required inside a tenant's `nodeGroups`; on the
@@ -43,10 +45,25 @@ pub struct NodeGroupSpec {
     #[serde(default)]
     pub name: String,
     pub role: Role,
+    /// The number of machines, at least 1.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub count: u32,
+    /// `<provider>:<shape>`, provider `oci`, `openstack` or `metal`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^(oci|openstack|metal):.*\S", example = "metal:bare")
+    )]
     pub provider_class: String,
+    /// Provider-specific settings, checked per provider: for `oci` see
+    /// `OciConfig`, for `openstack` `OpenStackConfig`, for `metal`
+    /// `{"hosts": [MetalHost]}`.
     #[serde(default)]
     pub provider_config: Map<String, Value>,
+    /// Overrides the tenant's `talosVersion`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.14.0")
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos_version: Option<String>,
     #[serde(default)]
@@ -59,6 +76,7 @@ pub struct NodeGroupSpec {
 
 /// The observed state of a node group.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeGroupStatus {
     #[serde(default)]
@@ -120,6 +138,7 @@ impl FromStr for ProviderClass {
 
 /// `providerConfig` of the `oci` provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OciConfig {
     pub region: String,
@@ -136,6 +155,7 @@ pub struct OciConfig {
 
 /// `providerConfig` of the `openstack` provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OpenStackConfig {
     pub image_id: String,
@@ -148,6 +168,7 @@ pub struct OpenStackConfig {
 
 /// One existing host of the `metal` provider, booted into maintenance mode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetalHost {
     pub address: String,

@@ -21,6 +21,15 @@ pub enum ParseError {
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ParseError> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|err| ParseError::Malformed(err.to_string()))?;
+    // serde reads a struct from an array of its fields in order; a
+    // resource's parts must be objects.
+    if let Some(object) = value.as_object() {
+        for part in ["metadata", "spec", "status"] {
+            if object.get(part).is_some_and(|value| !value.is_object() && !value.is_null()) {
+                return Err(ParseError::Invalid(FieldError::new(part, "must be an object")));
+            }
+        }
+    }
     serde_path_to_error::deserialize(value).map_err(|err| {
         let path = err.path().to_string();
         let field = if path == "." { "body".to_string() } else { path };
@@ -46,6 +55,13 @@ mod tests {
         let Err(ParseError::Invalid(err)) = parse_json::<Tenant>(body) else { panic!("accepted") };
         assert_eq!(err.field, "spec.nodeGroups[0].cout");
         assert!(err.message.contains("cout"), "{}", err.message);
+    }
+
+    #[test]
+    fn parts_given_as_arrays_are_invalid() {
+        let body = br#"{"metadata":{"name":"a"},"spec":{"kubernetesVersion":"1.31.0"},"status":[null,null]}"#;
+        let Err(ParseError::Invalid(err)) = parse_json::<Tenant>(body) else { panic!("accepted") };
+        assert_eq!(err.field, "status");
     }
 
     #[test]

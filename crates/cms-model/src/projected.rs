@@ -5,6 +5,7 @@ use serde_json::Value;
 
 /// One resource of the provisioning tool's state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Projected {
     /// The tenant whose workspace holds the resource.
@@ -19,6 +20,7 @@ pub struct Projected {
 
 /// The list shape of the projected endpoints.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ProjectedList {
     pub items: Vec<Projected>,

@@ -17,11 +17,24 @@ pub type Tenant = Resource<TenantSpec, TenantStatus>;
 
 /// The desired state of a tenant.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantSpec {
+    /// `MAJOR.MINOR.PATCH`; a leading `v` is dropped.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.31.0")
+    )]
     pub kubernetes_version: String,
+    /// `MAJOR.MINOR.PATCH`, a supported Talos release; a leading `v` is dropped.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^v?[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}$", example = "1.14.0")
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos_version: Option<String>,
+    /// The cluster's API server, an `https://` URL.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^https://", example = "https://10.0.0.10:6443"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_endpoint: Option<String>,
     #[serde(default)]
@@ -39,6 +52,7 @@ pub struct TenantSpec {
 
 /// A reference to a config patch of the same tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ConfigPatchRef {
     pub name: String,
@@ -46,6 +60,7 @@ pub struct ConfigPatchRef {
 
 /// The lifecycle phase of a tenant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     #[default]
@@ -59,6 +74,7 @@ pub enum Phase {
 
 /// A Kubernetes-style status condition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Condition {
     #[serde(rename = "type")]
@@ -73,6 +89,7 @@ pub struct Condition {
 
 /// The observed state of a tenant.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantStatus {
     #[serde(default)]

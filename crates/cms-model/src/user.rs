@@ -8,6 +8,7 @@ use crate::validate::FieldError;
 
 /// What a user may do (decisions §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum UserRole {
     View,
@@ -50,6 +51,7 @@ pub struct UserSpec {
 
 /// The observed state of a user.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UserStatus {}
 
@@ -74,14 +76,23 @@ pub type ApiToken = Resource<ApiTokenSpec, ApiTokenStatus>;
 
 /// The desired state of an API token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiTokenSpec {
     /// The lifetime, `<number>h`, at most 8760h.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"^([1-9][0-9]{0,2}|[1-7][0-9]{3}|8[0-6][0-9]{2}|87[0-5][0-9]|8760)h$",
+            example = "24h"
+        )
+    )]
     pub expires_in: String,
 }
 
 /// The observed state of an API token.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiTokenStatus {
     /// The token value, shown once.
@@ -116,6 +127,7 @@ impl ApiTokenSpec {
 
 /// The body of `POST /auth/login`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
     pub username: String,
@@ -124,6 +136,7 @@ pub struct LoginRequest {
 
 /// The answer to a successful login.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoginResponse {
     pub token: String,

@@ -10,6 +10,7 @@ pub const NO_REACHABLE_MACHINES: &str = "no reachable machines";
 
 /// `{tenant, reachable, talosVersion, machineCount, probedAt, error}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Health {
     pub tenant: String,

@@ -5,7 +5,7 @@ use std::error::Error as StdError;
 use std::fmt::Write as _;
 
 use actix_web::http::StatusCode;
-use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
+use actix_web::http::header::{ALLOW, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use actix_web::{HttpResponse, ResponseError};
 use cms_auth::AuthError;
 use cms_model::{FieldError, ParseError};
@@ -35,9 +35,10 @@ pub enum ApiError {
     /// No such resource, parent tenant or route.
     #[error("{0}")]
     NotFound(String),
-    /// The path exists but does not serve this method.
-    #[error("method {0} is not allowed on this path")]
-    MethodNotAllowed(String),
+    /// The path exists but does not serve this method; `allow` lists the
+    /// methods it serves, for the `Allow` header.
+    #[error("method {method} is not allowed on this path")]
+    MethodNotAllowed { method: String, allow: &'static str },
     /// A stale `resourceVersion`, a duplicate name or a refused write.
     #[error("{0}")]
     Conflict(String),
@@ -81,7 +82,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "Forbidden",
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::NotFound(_) => "NotFound",
-            ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
+            ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
             ApiError::Conflict(_) => "Conflict",
             ApiError::Gone(_) => "Gone",
             ApiError::PayloadTooLarge { .. } => "PayloadTooLarge",
@@ -110,7 +111,7 @@ impl ResponseError for ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -130,6 +131,9 @@ impl ResponseError for ApiError {
             }
             ApiError::TooManyRequests { retry_after, .. } => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after));
+            }
+            ApiError::MethodNotAllowed { allow, .. } => {
+                headers.insert(ALLOW, HeaderValue::from_static(allow));
             }
             _ => {}
         }
@@ -207,12 +211,19 @@ impl From<FieldError> for ApiError {
 }
 
 /// The wire shape of every error.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Error, example = json!({"error": "tenant \"demo\" not found", "code": "NotFound", "status": 404}))]
 pub(crate) struct ErrorBody {
+    /// What went wrong, for people; never internals.
     pub(crate) error: String,
+    /// The error class.
+    #[schema(value_type = String, pattern = "^[A-Za-z]+$", example = "NotFound")]
     pub(crate) code: &'static str,
+    /// The HTTP status, repeated.
+    #[schema(minimum = 400, maximum = 599)]
     pub(crate) status: u16,
+    /// On 500 only: the id under which the details are logged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) request_id: Option<String>,
 }

@@ -4,8 +4,9 @@
 //! This is the only crate that knows actix-web. The server binary and the
 //! tests build the same application with [`app`]: one module per resource,
 //! each registering its routes with a `config` function, under `/api/v1`;
-//! the operational endpoints (`/healthz`, `/readyz`, `/version`) sit at the
-//! root. Handlers answer with the JSON bytes the store serialized once.
+//! the operational endpoints (`/healthz`, `/readyz`, `/version`) and the
+//! API's OpenAPI document (`/openapi.json`, with a page at `/docs`) sit at
+//! the root. Handlers answer with the JSON bytes the store serialized once.
 
 mod audit;
 mod audit_log;
@@ -24,6 +25,7 @@ mod machine_config;
 mod machines;
 mod metrics;
 mod nodes;
+mod openapi;
 mod ops;
 mod patch_refs;
 mod projected;
@@ -53,6 +55,7 @@ pub use auth::Access;
 pub use error::{ApiError, INTERNAL_MESSAGE};
 pub use metrics::handle as metrics_handle;
 pub use nodes::TenantNodeClient;
+pub use openapi::document as openapi_document;
 pub use ops::{BUILD_INFO, BuildInfo};
 pub use rendering::StoreMachineConfigs;
 pub use request_id::{REQUEST_ID_HEADER, RequestId};

@@ -11,7 +11,7 @@ use crate::reply;
 use crate::state::AppState;
 
 /// What this build is, as `/version` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BuildInfo {
     pub version: &'static str,

@@ -56,10 +56,13 @@ impl ListQuery {
                 return Err(ApiError::BadRequest(format!("watch must be true or false, got {other:?}")));
             }
         };
+        // Checked even when not watching: a bad query parameter is 400, never ignored.
+        let resource_version =
+            raw.resource_version.as_deref().map(|raw| revision("resourceVersion", raw)).transpose()?;
         let since = match watch {
             false => None,
-            true => match raw.resource_version {
-                Some(raw) => Some(revision("resourceVersion", &raw)?),
+            true => match resource_version {
+                Some(revision) => Some(revision),
                 None => match req.headers().get(LAST_EVENT_ID) {
                     None => None,
                     Some(value) => Some(revision("Last-Event-ID", value.to_str().unwrap_or("?"))?),
@@ -163,6 +166,7 @@ mod tests {
             ("/t?offset=-1", None),
             ("/t?watch=maybe", None),
             ("/t?watch=true&resourceVersion=x", None),
+            ("/t?resourceVersion=-1", None),
             ("/t?watch=true", Some("-3")),
         ] {
             assert!(matches!(parse(uri, header), Err(ApiError::BadRequest(_))), "{uri} {header:?}");

@@ -14,8 +14,8 @@ use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    audit_log, downloads, health, login, machine_config, machines, metrics, ops, projected, tenants, tokens,
-    users,
+    audit_log, downloads, health, login, machine_config, machines, metrics, openapi, ops, projected, tenants,
+    tokens, users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -44,12 +44,13 @@ macro_rules! table {
         /// Registers the routes of one scope: the API's or the root's.
         fn register(cfg: &mut web::ServiceConfig, api: bool) {
             $( if table!(@api $scope) == api {
-                cfg.service(resource($path)
+                cfg.service(resource($path, table!(@allow $($method)*))
                     $( .route(web::method(Method::$method).to($handler)
                         .wrap(from_fn(|req, next| guard($access, req, next)))) )*);
             } )*
         }
     };
+    (@allow $first:ident $($rest:ident)*) => { concat!(stringify!($first) $(, ", ", stringify!($rest))*) };
     (@api api) => { true };
     (@api root) => { false };
 }
@@ -65,6 +66,8 @@ table! {
     root "/readyz" { GET => ops::readyz, PUBLIC; }
     root "/metrics" { GET => metrics::render, PUBLIC; }
     root "/version" { GET => ops::version, PUBLIC; }
+    root "/openapi.json" { GET => openapi::serve_document, PUBLIC; }
+    root "/docs" { GET => openapi::serve_page, PUBLIC; }
     api "/auth/login" { POST => login::login, PUBLIC; }
     api "/tenants" {
         GET => tenants::list, needs(Read);
@@ -122,7 +125,7 @@ table! {
         GET => tokens::list, needs(OwnTokens);
         POST => tokens::create, needs(OwnTokens);
     }
-    api "/users/{name}/tokens/{token}" { DELETE => tokens::revoke, needs(OwnTokens); }
+    api "/users/{name}/tokens/{tokenName}" { DELETE => tokens::revoke, needs(OwnTokens); }
     api "/audit" { GET => audit_log::list, needs(ReadAudit); }
 }
 

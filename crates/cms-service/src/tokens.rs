@@ -70,7 +70,7 @@ pub(crate) async fn create(
     reply::serialized(StatusCode::CREATED, &shown(&record, Some(new.value)))
 }
 
-/// `DELETE /users/{name}/tokens/{token}`: 204; the token stops working at once.
+/// `DELETE /users/{name}/tokens/{tokenName}`: 204; the token stops working at once.
 pub(crate) async fn revoke(
     req: HttpRequest,
     state: web::Data<AppState>,

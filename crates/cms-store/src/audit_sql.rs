@@ -103,6 +103,11 @@ impl Audit for SqlStore {
 
     async fn list(&self, page: Page, filter: AuditFilter) -> Result<(Vec<AuditRecord>, u64), StoreError> {
         let total = filtered(&filter).count(&self.db).await?;
+        // Past the end there is nothing to read; an offset beyond what the
+        // databases' signed 64-bit OFFSET takes never reaches them.
+        if page.offset as u64 >= total {
+            return Ok((Vec::new(), total));
+        }
         let rows = filtered(&filter)
             .order_by_desc(audit::Column::Id)
             .offset(page.offset as u64)

@@ -59,7 +59,7 @@ fn targets_come_from_the_route() {
     );
     check_target("/api/v1/users/{name}", "/api/v1/users/dev", None, Some(("User", None, Some("dev"))));
     check_target(
-        "/api/v1/users/{name}/tokens/{token}",
+        "/api/v1/users/{name}/tokens/{tokenName}",
         "/api/v1/users/dev/tokens/ci",
         None,
         Some(("ApiToken", None, Some("ci"))),

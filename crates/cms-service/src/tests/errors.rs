@@ -15,16 +15,17 @@ async fn unknown_routes_are_404() {
 
 #[actix_web::test]
 async fn wrong_methods_are_405() {
-    for (method, uri) in [
-        ("PATCH", "/api/v1/tenants/t1"),
-        ("DELETE", "/api/v1/tenants"),
-        ("POST", "/api/v1/machines"),
-        ("POST", "/healthz"),
-        ("GET", "/api/v1/tenants/t1/machines/m1/status"),
+    for (method, uri, allow) in [
+        ("PATCH", "/api/v1/tenants/t1", "GET, PUT, DELETE"),
+        ("DELETE", "/api/v1/tenants", "GET, POST"),
+        ("POST", "/api/v1/machines", "GET"),
+        ("POST", "/healthz", "GET"),
+        ("GET", "/api/v1/tenants/t1/machines/m1/status", "PUT"),
     ] {
         let method = method.parse().unwrap_or_default();
         let reply = call(MockStore::new(), TestRequest::default().method(method).uri(uri)).await;
         reply.error(405, "MethodNotAllowed");
+        assert_eq!(reply.headers.get("allow").map(|v| v.as_bytes()), Some(allow.as_bytes()), "{uri}");
     }
 }
 

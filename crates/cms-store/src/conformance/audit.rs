@@ -60,6 +60,9 @@ pub async fn audit_pages_and_filters(url: &str) {
     assert_eq!(second_page.iter().map(|r| r.id).collect::<Vec<_>>(), ids[3..6]);
     let (past_end, total) = store.list(page(3, 9), AuditFilter::default()).await.expect("past the end");
     assert_eq!((past_end.len(), total), (0, 7));
+    let (far, total) =
+        store.list(page(3, usize::MAX - 1), AuditFilter::default()).await.expect("far past the end");
+    assert_eq!((far.len(), total), (0, 7), "an offset beyond any database's OFFSET is an empty page");
     let by_actor = AuditFilter { actor: Some("dev".into()), tenant: None };
     let (dev, total) = store.list(page(2, 0), by_actor).await.expect("by actor");
     assert_eq!((dev.len(), total), (2, 3));
