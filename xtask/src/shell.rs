@@ -154,9 +154,29 @@ fn rewound(mut file: std::fs::File) -> Result<std::fs::File> {
     Ok(file)
 }
 
-/// The command line, for messages.
+/// The command line, for messages, with credentials (an `Authorization`
+/// header's value) left out.
 pub(crate) fn describe(command: &Command) -> String {
     let mut words = vec![Path::new(command.get_program()).file_name().unwrap_or_default().to_string_lossy()];
-    words.extend(command.get_args().map(|arg| arg.to_string_lossy()));
+    words.extend(command.get_args().map(|arg| {
+        let text = arg.to_string_lossy();
+        match text.split_once(':') {
+            Some((name, _)) if name.eq_ignore_ascii_case("authorization") => {
+                "Authorization: <redacted>".into()
+            }
+            _ => text,
+        }
+    }));
     words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn credentials_stay_out_of_command_lines() {
+        let mut command = std::process::Command::new("schemathesis");
+        command.args(["run", "--header", "Authorization: Bearer cms_0123_secret"]);
+        let shown = super::describe(&command);
+        assert_eq!(shown, "schemathesis run --header Authorization: <redacted>");
+    }
 }

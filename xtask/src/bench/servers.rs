@@ -22,12 +22,16 @@ pub(crate) struct Process {
     name: String,
     child: Child,
     pub(crate) addr: SocketAddr,
+    /// From the spawn to the `listening on` line: the store is migrated
+    /// and loaded by then.
+    pub(crate) started_in: Duration,
 }
 
 impl Process {
     /// Starts `binary` on `127.0.0.1:0` with `data_dir`, its default logging
     /// and `env`, and waits for its `listening on <addr>` line.
     pub(crate) fn start(name: &str, binary: &Path, data_dir: &Path, env: &[(&str, &str)]) -> Result<Process> {
+        let spawned = Instant::now();
         let mut command = Command::new(binary);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("CMS_") {
@@ -92,8 +96,17 @@ impl Process {
                 }
             }
         };
-        println!("{name} listens on {addr}");
-        Ok(Process { name: name.to_string(), child, addr })
+        let started_in = spawned.elapsed();
+        println!("{name} listens on {addr} after {} ms", started_in.as_millis());
+        Ok(Process { name: name.to_string(), child, addr, started_in })
+    }
+
+    /// The resident set size, in bytes, from `/proc/<pid>/status`.
+    pub(crate) fn rss(&self) -> Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let line = status.lines().find(|line| line.starts_with("VmRSS:")).context("no VmRSS line")?;
+        let kib: u64 = line.split_whitespace().nth(1).context("no VmRSS value")?.parse()?;
+        Ok(kib * 1024)
     }
 
     /// Stops the process with SIGTERM and returns how it exited.
