@@ -75,32 +75,42 @@ pub enum Verdict<S> {
     Undecided { explored: usize },
 }
 
-/// A set of operation indices.
+/// The operations applied so far, as positions in invocation order: every
+/// position below `prefix`, and the few above it in `extra` (sorted). Most
+/// of a long history is in the prefix, so keys stay small.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Bits(Vec<u64>);
+struct Applied {
+    prefix: usize,
+    extra: Vec<usize>,
+}
 
-impl Bits {
-    fn new(len: usize) -> Bits {
-        Bits(vec![0; len.div_ceil(64)])
+impl Applied {
+    fn contains(&self, position: usize) -> bool {
+        position < self.prefix || self.extra.binary_search(&position).is_ok()
     }
 
-    fn contains(&self, index: usize) -> bool {
-        self.0[index / 64] & (1 << (index % 64)) != 0
+    fn with(&self, position: usize) -> Applied {
+        let mut applied = self.clone();
+        if let Err(at) = applied.extra.binary_search(&position) {
+            applied.extra.insert(at, position);
+        }
+        let run =
+            applied.extra.iter().enumerate().take_while(|&(offset, &p)| p == applied.prefix + offset).count();
+        applied.prefix += run;
+        applied.extra.drain(..run);
+        applied
     }
 
-    fn with(&self, index: usize) -> Bits {
-        let mut bits = self.clone();
-        bits.0[index / 64] |= 1 << (index % 64);
-        bits
+    fn len(&self) -> usize {
+        self.prefix + self.extra.len()
     }
 }
 
 /// One level of the depth-first search: the operations applied so far, the
 /// state they lead to, and the choices at this level still to try.
 struct Level<S> {
-    applied: Bits,
-    state: S,
-    /// (operation, took effect, state after), tried from the back.
+    applied: Applied,
+    /// (position, took effect, state after), tried from the back.
     choices: Vec<(usize, bool, S)>,
 }
 
@@ -112,84 +122,89 @@ pub fn check<M: Model>(
     history: &[Operation<M::Input, M::Output>],
     budget: usize,
 ) -> Verdict<M::State> {
-    let mut by_invocation: Vec<usize> = (0..history.len()).collect();
-    by_invocation.sort_by_key(|&index| history[index].invoked);
-    let mut seen: HashSet<(Bits, M::State)> = HashSet::new();
-    let applied = Bits::new(history.len());
-    let first = choices(model, history, &by_invocation, &applied, &initial);
+    let mut order: Vec<usize> = (0..history.len()).collect();
+    order.sort_by_key(|&index| history[index].invoked);
+    let ordered: Vec<&Operation<M::Input, M::Output>> = order.iter().map(|&index| &history[index]).collect();
+    let mut seen: HashSet<(Applied, M::State)> = HashSet::new();
+    let applied = Applied { prefix: 0, extra: Vec::new() };
+    let first = choices(model, &ordered, &applied, &initial);
     let mut path: Vec<(usize, bool)> = Vec::new();
-    let mut levels = vec![Level { applied, state: initial, choices: first }];
-    let mut longest: (Vec<usize>, M::State) = (Vec::new(), levels[0].state.clone());
+    let mut levels = vec![Level { applied, choices: first }];
+    let mut longest: (Vec<usize>, M::State) = (Vec::new(), initial);
     while let Some(level) = levels.last_mut() {
-        if path.len() == history.len() {
-            return Verdict::Linearizable { order: path };
+        if level.applied.len() == history.len() {
+            let order = path.iter().map(|&(position, effect)| (order[position], effect)).collect();
+            return Verdict::Linearizable { order };
         }
-        let Some((index, effect, state)) = level.choices.pop() else {
+        let Some((position, effect, state)) = level.choices.pop() else {
             levels.pop();
             path.pop();
             continue;
         };
-        let applied = level.applied.with(index);
+        let applied = level.applied.with(position);
         if !seen.insert((applied.clone(), state.clone())) {
             continue;
         }
         if seen.len() > budget {
             return Verdict::Undecided { explored: seen.len() };
         }
-        path.push((index, effect));
+        path.push((position, effect));
         if path.len() > longest.0.len() {
-            longest = (path.iter().map(|&(index, _)| index).collect(), state.clone());
+            longest = (path.iter().map(|&(position, _)| position).collect(), state.clone());
         }
-        let next = choices(model, history, &by_invocation, &applied, &state);
-        levels.push(Level { applied, state, choices: next });
+        let next = choices(model, &ordered, &applied, &state);
+        levels.push(Level { applied, choices: next });
     }
-    let (longest, state) = longest;
-    let mut applied = Bits::new(history.len());
-    for &index in &longest {
-        applied = applied.with(index);
+    let (prefix, state) = longest;
+    let mut applied = Applied { prefix: 0, extra: Vec::new() };
+    for &position in &prefix {
+        applied = applied.with(position);
     }
-    let stuck = candidates(history, &by_invocation, &applied);
+    let stuck = candidates(&ordered, &applied).into_iter().map(|position| order[position]).collect();
+    let longest = prefix.into_iter().map(|position| order[position]).collect();
     Verdict::Violation { longest, state, stuck }
 }
 
-/// The operations that may come next after `applied`: those not applied yet
-/// that were invoked before the earliest return among them.
-fn candidates<I, O>(history: &[Operation<I, O>], by_invocation: &[usize], applied: &Bits) -> Vec<usize> {
-    let first_return = by_invocation
-        .iter()
-        .filter(|&&index| !applied.contains(index))
-        .map(|&index| history[index].returned)
-        .min()
-        .unwrap_or(NEVER);
-    by_invocation
-        .iter()
-        .copied()
-        .take_while(|&index| history[index].invoked <= first_return)
-        .filter(|&index| !applied.contains(index))
-        .collect()
+/// The positions of the operations that may come next after `applied`:
+/// those not applied yet that were invoked before the earliest return among
+/// them. Since operations are in invocation order and each returns after it
+/// was invoked, the scan stops at the first invoked after that return.
+fn candidates<I, O>(ordered: &[&Operation<I, O>], applied: &Applied) -> Vec<usize> {
+    let mut first_return = NEVER;
+    let mut found = Vec::new();
+    for (position, operation) in ordered.iter().enumerate().skip(applied.prefix) {
+        if operation.invoked > first_return {
+            break;
+        }
+        if applied.contains(position) {
+            continue;
+        }
+        first_return = first_return.min(operation.returned);
+        found.push(position);
+    }
+    found
 }
 
 fn choices<M: Model>(
     model: &M,
-    history: &[Operation<M::Input, M::Output>],
-    by_invocation: &[usize],
-    applied: &Bits,
+    ordered: &[&Operation<M::Input, M::Output>],
+    applied: &Applied,
     state: &M::State,
 ) -> Vec<(usize, bool, M::State)> {
     let mut choices = Vec::new();
     // Reversed, so that popping from the back tries the earliest invocation first.
-    for index in candidates(history, by_invocation, applied).into_iter().rev() {
-        let operation = &history[index];
+    for position in candidates(ordered, applied).into_iter().rev() {
+        let operation = ordered[position];
         match &operation.outcome {
             Outcome::Returned(output) => {
                 if let Some(next) = model.step(state, &operation.input, output) {
-                    choices.push((index, true, next));
+                    choices.push((position, true, next));
                 }
             }
             Outcome::Unknown => {
-                choices.push((index, false, state.clone()));
+                choices.push((position, false, state.clone()));
                 if let Some(next) = model.step_unseen(state, &operation.input) {
-                    choices.push((index, true, next));
+                    choices.push((position, true, next));
                 }
             }
         }
