@@ -193,6 +193,7 @@ pub(crate) struct MixedCounts {
     pub(crate) updates: u64,
     pub(crate) reads: u64,
     pub(crate) lists: u64,
+    pub(crate) conflicts: u64,
     pub(crate) unknown: u64,
 }
 
@@ -262,6 +263,11 @@ pub(crate) async fn mixed_client(
                             Ok(reply) if reply.status == 200 => {
                                 counts.updates += 1;
                                 ledger.record(&name, resource_version(&reply.json()));
+                                Ok(())
+                            }
+                            // The other updater wrote it since the read.
+                            Ok(reply) if reply.status == 409 => {
+                                counts.conflicts += 1;
                                 Ok(())
                             }
                             Ok(reply) => Err(reply),

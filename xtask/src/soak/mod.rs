@@ -116,12 +116,22 @@ pub(crate) fn soak(options: &SoakOptions) -> Result<()> {
 #[derive(Debug, Clone, Copy, Default)]
 struct Figures {
     fds: usize,
+    sockets: usize,
     rss_kib: u64,
 }
 
 impl Figures {
     fn of(pid: u32) -> Result<Figures> {
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count();
+        let mut fds = 0;
+        let mut sockets = 0;
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+            fds += 1;
+            // A descriptor may close between listing and reading it.
+            let target = std::fs::read_link(entry?.path()).unwrap_or_default();
+            if target.to_string_lossy().starts_with("socket:") {
+                sockets += 1;
+            }
+        }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         let rss_kib = status
             .lines()
@@ -129,11 +139,15 @@ impl Figures {
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|kib| kib.parse().ok())
             .context("no VmRSS in /proc/<pid>/status")?;
-        Ok(Figures { fds, rss_kib })
+        Ok(Figures { fds, sockets, rss_kib })
     }
 
     fn peak(self, other: Figures) -> Figures {
-        Figures { fds: self.fds.max(other.fds), rss_kib: self.rss_kib.max(other.rss_kib) }
+        Figures {
+            fds: self.fds.max(other.fds),
+            sockets: self.sockets.max(other.sockets),
+            rss_kib: self.rss_kib.max(other.rss_kib),
+        }
     }
 }
 
@@ -175,8 +189,8 @@ impl Summary {
                 seconds(self.linearizability_time)
             ),
             format!(
-                "  mixed load: {} creates, {} updates, {} reads, {} lists, {} of unknown outcome",
-                self.mixed.creates, self.mixed.updates, self.mixed.reads, self.mixed.lists, self.mixed.unknown
+                "  mixed load: {} creates, {} updates ({} conflicts), {} reads, {} lists, {} of unknown outcome",
+                self.mixed.creates, self.mixed.updates, self.mixed.conflicts, self.mixed.reads, self.mixed.lists, self.mixed.unknown
             ),
             format!(
                 "  acknowledged writes: {} tenants, checked after every restart and at the end ({} checks)",
@@ -187,10 +201,12 @@ impl Summary {
                 self.watchers, self.watch_sessions, self.watch_events, self.log_events
             ),
             format!(
-                "  last server: {} fds and {:.1} MiB RSS at baseline, {} fds and {:.1} MiB after the load (peak {} fds, {:.1} MiB)",
+                "  last server: {} fds ({} sockets) and {:.1} MiB RSS at baseline, {} fds ({} sockets) and {:.1} MiB after the load (peak {} fds, {:.1} MiB)",
                 self.baseline.fds,
+                self.baseline.sockets,
                 mib(self.baseline.rss_kib),
                 self.after.fds,
+                self.after.sockets,
                 mib(self.after.rss_kib),
                 self.peak.fds,
                 mib(self.peak.rss_kib)
@@ -205,16 +221,33 @@ fn endpoint_of(server: &Server, epoch: usize) -> Endpoint {
     Endpoint { addr: server.addr(), token: server.api().token().map(str::to_string), epoch }
 }
 
-/// The baseline of a freshly started server: after one request of each kind
-/// from a client that is then dropped, and a second of quiet.
+/// The baseline of a freshly started server, taken once it is warm: after
+/// concurrent writes (which grow the SQLite pool to its size), reads, lists
+/// and a watch, from a client that is then dropped, and a second of quiet.
 async fn baseline(server: &Server) -> Result<Figures> {
     let api = endpoint_of(server, 0).api();
+    let writes = (0..8).map(|_| {
+        let api = api.clone();
+        async move {
+            let mut current = api.get(&tenant_path(WARMUP)).await.json();
+            current["metadata"]["labels"] = serde_json::json!({"warm": "yes"});
+            api.put(&tenant_path(WARMUP), &current).await.status
+        }
+    });
+    for status in futures_util::future::join_all(writes).await {
+        ensure!(status == 200 || status == 409, "a warm-up write answered {status}");
+    }
     let _ = api.get(&format!("{TENANTS}?limit=100")).await;
-    let _ = api.get(&tenant_path("register-0")).await;
+    let watch = cms_e2e::Watch::try_open(&api, "", &[]).await;
+    drop(watch);
     drop(api);
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     Figures::of(server.pid())
 }
+
+/// The tenant that warm-up writes go to, outside every checked history but
+/// the ledger's.
+const WARMUP: &str = "soak-warmup";
 
 async fn drive(options: &SoakOptions) -> Result<Summary> {
     let mut summary = Summary { kills: options.kills(), watchers: options.watchers, ..Summary::default() };
@@ -223,7 +256,14 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
 
     println!("starting cms-server");
     // The whole log is kept, so that the watchers can be checked against it.
-    let mut server = Server::options().env("CMS_EVENT_RETENTION", "100000000").start().await;
+    // A watch whose client went away is noticed on the stream's next write,
+    // an event or a heartbeat: a short heartbeat lets them close before the
+    // descriptors are counted.
+    let mut server = Server::options()
+        .env("CMS_EVENT_RETENTION", "100000000")
+        .env("CMS_WATCH_HEARTBEAT", "1s")
+        .start()
+        .await;
     let cluster = Arc::new(Cluster::new());
     let ledger = Arc::new(Ledger::default());
     let registers: Arc<Vec<String>> =
@@ -233,6 +273,8 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
         ensure!(reply.status == 201, "creating {name}: {} {}", reply.status, reply.body);
         ledger.record(name, 1);
     }
+    let reply = server.api().post(TENANTS, &clients::tenant_body(WARMUP)).await;
+    ensure!(reply.status == 201, "creating {WARMUP}: {} {}", reply.status, reply.body);
     if summary.kills == 0 {
         summary.baseline = baseline(&server).await?;
     }
@@ -321,6 +363,7 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
         summary.mixed.updates += counts.updates;
         summary.mixed.reads += counts.reads;
         summary.mixed.lists += counts.lists;
+        summary.mixed.conflicts += counts.conflicts;
         summary.mixed.unknown += counts.unknown;
     }
 
@@ -368,7 +411,7 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
         recorded.push(Recorded { tenant, epoch: endpoint.epoch, operation });
     }
     drop(api);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     summary.after = Figures::of(server.pid())?;
     summary.peak = peak.peak(summary.after);
     if summary.after.fds > summary.baseline.fds + FD_TOLERANCE {
