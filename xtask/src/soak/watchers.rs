@@ -65,7 +65,7 @@ pub(crate) async fn watcher(
             },
         };
         let mut session = Session { start, events: Vec::new() };
-        let stay = index % 4 == 0;
+        let stay = index.is_multiple_of(4);
         let leave_at = tokio::time::Instant::now() + Duration::from_millis(500 + random.below(5_500) as u64);
         loop {
             let reached = matches!(*until.borrow(), Some(end) if session.last_seen() >= end);
