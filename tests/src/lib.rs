@@ -27,6 +27,6 @@ pub use binary::{cli_binary, server_binary};
 pub use server::{
     ADMIN_PASSWORD, ADMIN_USER, DataDir, START_TIMEOUT, STOP_TIMEOUT, Server, ServerOptions, Stopped,
 };
-pub use watch::{Frame, Watch};
+pub use watch::{Frame, OpenFailure, Watch};
 
 pub use reqwest::Method;

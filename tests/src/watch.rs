@@ -46,6 +46,20 @@ impl Frame {
     }
 }
 
+/// Why a watch stream did not open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenFailure {
+    /// The reply's status, or 0 when there was no reply.
+    pub status: u16,
+    pub message: String,
+}
+
+impl fmt::Display for OpenFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// An open watch stream.
 pub struct Watch {
     stream: ByteStream,
@@ -68,15 +82,29 @@ impl Watch {
     /// Opens `GET /api/v1/tenants?watch=true` plus `extra_query` (such as
     /// `&resourceVersion=7`), with extra headers, and checks that it streams.
     pub async fn open(api: &Api, extra_query: &str, headers: &[(&str, &str)]) -> Watch {
+        Watch::try_open(api, extra_query, headers).await.unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// Like [`Watch::open`], but returns what went wrong instead of failing
+    /// the test, for callers that expect the server to go away: the status
+    /// (0 when the request failed) and a message.
+    pub async fn try_open(
+        api: &Api,
+        extra_query: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Watch, OpenFailure> {
         let path = format!("/api/v1/tenants?watch=true{extra_query}");
         let mut request = api.stream_request(Method::GET, &path);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let response = tokio::time::timeout(OPEN_TIMEOUT, request.send())
-            .await
-            .unwrap_or_else(|_| panic!("GET {path} did not answer within {OPEN_TIMEOUT:?}"))
-            .unwrap_or_else(|err| panic!("GET {path} failed: {err:?}"));
+        let failed =
+            |status: u16, message: String| OpenFailure { status, message: format!("GET {path}: {message}") };
+        let response = match tokio::time::timeout(OPEN_TIMEOUT, request.send()).await {
+            Err(_) => return Err(failed(0, format!("no answer within {OPEN_TIMEOUT:?}"))),
+            Ok(Err(err)) => return Err(failed(0, format!("failed: {err:?}"))),
+            Ok(Ok(response)) => response,
+        };
         let status = response.status().as_u16();
         let content_type = response
             .headers()
@@ -85,13 +113,12 @@ impl Watch {
             .unwrap_or_default();
         if status != 200 {
             let body = tokio::time::timeout(OPEN_TIMEOUT, response.text()).await;
-            panic!("GET {path}: expected status 200, got {status}: {body:?}");
+            return Err(failed(status, format!("expected status 200, got {status}: {body:?}")));
         }
-        assert!(
-            content_type.starts_with("text/event-stream"),
-            "GET {path}: expected text/event-stream, got {content_type:?}"
-        );
-        Watch { stream: Box::pin(response.bytes_stream()), buffer: Vec::new(), comments: Vec::new() }
+        if !content_type.starts_with("text/event-stream") {
+            return Err(failed(status, format!("expected text/event-stream, got {content_type:?}")));
+        }
+        Ok(Watch { stream: Box::pin(response.bytes_stream()), buffer: Vec::new(), comments: Vec::new() })
     }
 
     /// The next frame, or `None` when the server ended the stream. Waiting

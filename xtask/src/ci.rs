@@ -1,17 +1,18 @@
 //! `cargo xtask ci`: everything CI runs, in order, each step timed: format,
-//! lints, invariants, the tests, then schemathesis against the real server.
+//! lints, invariants, the tests, a reduced soak (one minute, two `kill -9`s,
+//! every consistency checker), then schemathesis against the real server.
 
 use std::time::Duration;
 
 use anyhow::Result;
 
 use crate::shell::{Timings, cargo};
-use crate::{fuzz_api, invariants, testing};
+use crate::{fuzz_api, invariants, soak, testing};
 
 /// The longest a lint or format step may take.
 const CHECK_LIMIT: Duration = Duration::from_secs(40 * 60);
 
-/// Runs fmt, clippy, the invariant checks, the tests and the API fuzzing.
+/// Runs fmt, clippy, the invariant checks, the tests, the soak and the API fuzzing.
 pub(crate) fn run() -> Result<()> {
     let mut timings = Timings::default();
     let result = steps(&mut timings);
@@ -28,5 +29,7 @@ fn steps(timings: &mut Timings) -> Result<()> {
     )?;
     timings.measure("invariants", invariants::check)?;
     timings.extend(testing::run_all()?);
+    // The binaries are built by the tests' step; the soak reuses them.
+    timings.measure("soak (60s, 2 kill -9s)", || soak::soak(&soak::SoakOptions::ci()))?;
     fuzz_api::steps(timings)
 }

@@ -7,6 +7,8 @@
 //! - `fuzz-api`: schemathesis against the real server's `/openapi.json`, as admin and viewer.
 //! - `invariants`: checks the dependency rules and test rules of `ARCHITECTURE.md`.
 //! - `bench`: measures throughput against a bare actix-web baseline.
+//! - `soak`: mixed load with `kill -9` and restarts, checked for lost writes,
+//!   linearizability, watch-stream consistency and leaks.
 
 // xtask orchestrates cargo, the server and test processes; spawning them is its job.
 #![allow(clippy::disallowed_methods)]
@@ -18,6 +20,7 @@ mod ci;
 mod fuzz_api;
 mod invariants;
 mod shell;
+mod soak;
 mod testing;
 
 use std::process::ExitCode;
@@ -49,6 +52,9 @@ enum Task {
     Invariants,
     /// Measures throughput of the API against a bare actix-web hello endpoint.
     Bench(bench::BenchOptions),
+    /// Mixed load with periodic kill -9 and restart, checked for lost writes,
+    /// linearizability, watch consistency and descriptor or memory leaks.
+    Soak(soak::SoakOptions),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +66,7 @@ fn main() -> ExitCode {
         Task::FuzzApi => fuzz_api::run(),
         Task::Invariants => invariants::run(),
         Task::Bench(options) => bench::run(&options),
+        Task::Soak(options) => soak::run(&options),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -191,6 +191,12 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         + &figures.markdown();
     println!("\n{markdown}");
     let path = workspace_root().join(&options.output);
+    // The soak's section is written by hand from `cargo xtask soak`; keep it.
+    let kept = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|old| old.find(SOAK_SECTION).map(|at| old[at..].to_string()))
+        .unwrap_or_default();
+    let markdown = markdown + &kept;
     std::fs::write(&path, &markdown).with_context(|| format!("writing {}", path.display()))?;
     println!("written to {}", path.display());
     timings.print_summary("bench build steps");
@@ -244,6 +250,9 @@ async fn measure(
     let measurements = report::medians(rounds);
     Ok(measurements)
 }
+
+/// The heading of the soak's section of the report, which the bench keeps.
+const SOAK_SECTION: &str = "\n## Consistency and soak";
 
 /// The scenario names the report compares.
 pub(crate) const GET_UNAUTHENTICATED: &str = "GET one tenant, authentication off";
