@@ -12,6 +12,7 @@ mod preload;
 mod provisioning;
 mod report;
 mod servers;
+mod watchers;
 mod workloads;
 
 use std::net::SocketAddr;
@@ -61,6 +62,12 @@ pub(crate) struct BenchOptions {
     /// `--tenants` tenants) and prints the figures.
     #[arg(long)]
     footprint_only: bool,
+    /// SSE watchers of the fan-out bench.
+    #[arg(long, default_value_t = 10_000)]
+    watchers: usize,
+    /// Runs only the watch fan-out bench and prints its figures.
+    #[arg(long)]
+    watchers_only: bool,
     /// Tenants preloaded before the tenant scenarios.
     #[arg(long, default_value_t = 10_000)]
     tenants: usize,
@@ -125,6 +132,11 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         warmup: Duration::from_secs(options.warmup),
         measure: Duration::from_secs(options.seconds),
     };
+    if options.watchers_only {
+        let figures = watch_fan_out(options, &release.join("cms-server"))?;
+        println!("{}", figures.markdown());
+        return Ok(());
+    }
     if options.postgres_only {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         let work = tempfile::Builder::new().prefix("cms-bench-").tempdir()?;
@@ -182,11 +194,13 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     }
 
     let postgres = runtime.block_on(postgres::measure(&binary, data.path(), shape, ADMIN_PASSWORD))?;
+    let fan_out = watch_fan_out(options, &binary)?;
     let figures = provisioning_figures(options, &mut timings, &runtime)?;
 
     let report = Report::new(options_summary(options), measurements);
     let markdown = report.markdown(&commit())
         + &footprint_markdown(&[empty, full])
+        + &fan_out.markdown()
         + &postgres.markdown()
         + &figures.markdown();
     println!("\n{markdown}");
@@ -351,4 +365,33 @@ fn footprint_markdown(footprints: &[Footprint]) -> String {
         ));
     }
     text
+}
+
+/// The watch fan-out bench on a server of its own (an empty store), with a
+/// client runtime of two threads.
+fn watch_fan_out(options: &BenchOptions, binary: &std::path::Path) -> Result<watchers::Figures> {
+    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?.0;
+    ensure!(
+        limit as usize > options.watchers + 1000,
+        "{} watchers need more open files than the limit of {limit}: raise `ulimit -n`",
+        options.watchers
+    );
+    let data = tempfile::Builder::new().prefix("cms-bench-watch-").tempdir()?;
+    let env = [
+        ("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD),
+        ("CMS_KEY_POOL", "0"),
+        ("CMS_PROVISIONING", "false"),
+    ];
+    let server = Process::start("cms-server (watchers)", binary, data.path(), &env)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let figures = runtime.block_on(async {
+        let target = login(Target::new(server.addr)).await?;
+        println!("opening {} watchers", options.watchers);
+        watchers::measure(&server, &target, options.watchers, 20).await
+    });
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    let status = server.terminate()?;
+    let figures = figures?;
+    ensure!(status.success(), "the watched server exited with {status}");
+    Ok(figures)
 }
