@@ -87,6 +87,7 @@ impl Accounts for SqlStore {
     }
 
     async fn create_user(&self, record: UserRecord) -> Result<UserRecord, StoreError> {
+        let _guard = self.write_lock.lock().await;
         match user::Entity::insert(user_row(&record)).exec_without_returning(&self.db).await {
             Ok(_) => Ok(UserRecord { resource_version: 1, ..record }),
             Err(err) if duplicate(&err) => Err(StoreError::AlreadyExists(format!("user {:?}", record.name))),
@@ -205,6 +206,7 @@ impl Accounts for SqlStore {
     }
 
     async fn delete_token(&self, user: String, name: String) -> Result<(), StoreError> {
+        let _guard = self.write_lock.lock().await;
         let result = api_token::Entity::delete_many()
             .filter(api_token::Column::UserName.eq(user.as_str()))
             .filter(api_token::Column::Name.eq(name.as_str()))
@@ -217,6 +219,10 @@ impl Accounts for SqlStore {
     }
 
     async fn touch_token(&self, id: String, at: DateTime<Utc>) -> Result<(), StoreError> {
+        // Every write of this replica takes the write lock: on SQLite a
+        // write between another transaction's read and its write would
+        // make that transaction fail (a stale snapshot), not wait.
+        let _guard = self.write_lock.lock().await;
         api_token::Entity::update_many()
             .col_expr(api_token::Column::LastUsedAt, Expr::value(format_time(at)))
             .filter(api_token::Column::Id.eq(id))
@@ -226,6 +232,7 @@ impl Accounts for SqlStore {
     }
 
     async fn setting_or_insert(&self, name: String, value: String) -> Result<String, StoreError> {
+        let _guard = self.write_lock.lock().await;
         let row = setting::ActiveModel { name: Set(name.clone()), value: Set(value) };
         match setting::Entity::insert(row).exec_without_returning(&self.db).await {
             Ok(_) => {}

@@ -92,3 +92,28 @@ pub async fn settings_keep_the_first_value(url: &str) {
     let other = open(url).await;
     assert_eq!(other.setting_or_insert("signing-key".into(), "three".into()).await.expect("replica"), "one");
 }
+
+/// Recording a token's use (done in the background while requests write)
+/// never makes a concurrent write fail.
+pub async fn token_touches_never_fail_concurrent_writes(url: &str) {
+    let store = open(url).await;
+    store.create_user(user("dev", UserRole::Edit)).await.expect("user");
+    store.create_token(token("id1", "dev", "ci")).await.expect("token");
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = crate::api::Key::tenant(format!("t{i}"));
+            let draft = super::tenant_draft("1.31.0", None);
+            let (created, touched) = tokio::join!(
+                crate::api::Store::create(&*store, key, draft),
+                store.touch_token("id1".into(), Utc::now())
+            );
+            (created.map(|_| ()), touched)
+        }));
+    }
+    for task in tasks {
+        let (created, touched) = task.await.expect("task");
+        assert!(created.is_ok() && touched.is_ok(), "{created:?} {touched:?}");
+    }
+}

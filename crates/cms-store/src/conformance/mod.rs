@@ -34,7 +34,7 @@ macro_rules! conformance_suite {
             secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,
             leases_are_exclusive, leases_expire_and_are_taken_over, fenced_writes_need_the_lease,
             audit_records_read_back_newest_first, audit_pages_and_filters, audit_retention_keeps_the_newest,
-            audit_records_never_fail_concurrent_writes);
+            audit_records_never_fail_concurrent_writes, token_touches_never_fail_concurrent_writes);
     };
     (@cases $url:expr; $($case:ident),* $(,)?) => {
         $(
