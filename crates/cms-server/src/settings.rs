@@ -58,7 +58,8 @@ pub(crate) struct Settings {
     /// Where the embedded database and other local state live.
     pub(crate) data_dir: PathBuf,
     /// The database; `sqlite://<data_dir>/cms.db?mode=rwc` when unset.
-    pub(crate) database_url: Option<String>,
+    /// A secret: a PostgreSQL URL may carry a password.
+    pub(crate) database_url: Option<SecretString>,
     /// The largest request body, in bytes.
     pub(crate) body_limit: usize,
     /// How often watch streams send a heartbeat, such as `15s`.
@@ -203,7 +204,7 @@ impl Settings {
     /// The database URL, defaulting to SQLite in the data directory.
     pub(crate) fn database_url(&self) -> String {
         match &self.database_url {
-            Some(url) => url.clone(),
+            Some(url) => url.expose_secret().to_string(),
             None => format!("sqlite://{}/cms.db?mode=rwc", self.data_dir.display()),
         }
     }
@@ -379,8 +380,10 @@ mod tests {
         let mysql = message(&[("CMS_DATABASE_URL", "mysql://u:secret@db/cms")]);
         assert!(mysql.contains("must be a sqlite:// or postgres:// URL"), "{mysql}");
         assert!(!mysql.contains("secret"), "{mysql}");
-        let postgres = env(&[("CMS_DATABASE_URL", "postgres://u:secret@db/cms")]);
-        assert!(Settings::load(None, postgres).unwrap().is_postgres());
+        let postgres = env(&[("CMS_DATABASE_URL", "postgres://u:pw-7f3a9@db/cms")]);
+        let settings = Settings::load(None, postgres).unwrap();
+        assert!(settings.is_postgres());
+        assert!(!format!("{settings:?}").contains("pw-7f3a9"), "the database password never prints");
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "15")]).contains("not a duration"));
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "0s")]).contains("longer than zero"));
         assert!(message(&[("CMS_BODY_LIMIT", "lots")]).contains("invalid configuration"));
