@@ -144,7 +144,9 @@ pub(crate) async fn advance(
             return pause(ctx, name, generation, reason).await;
         }
         tracing::info!(tenant = name, machine = %machine.metadata.name, version = %want, "upgrading");
-        mark(ctx, name, machine, Some(format!("{want} {}", Utc::now().to_rfc3339()))).await?;
+        let in_flight = format!("{want} {}", Utc::now().to_rfc3339());
+        let upgrading = MachineStatus { stage: "upgrading".into(), ready: false, ..machine.status.clone() };
+        mark(ctx, name, machine, Some(in_flight), upgrading).await?;
         started.push(machine.metadata.name.clone());
     }
     Ok(Rollout::Progress { done, total, in_flight: started, waiting: None })
@@ -177,7 +179,7 @@ async fn check_in_flight(
             talos_version: Some(running.clone()),
             ..machine.status.clone()
         };
-        finish(ctx, tenant, machine, status).await?;
+        mark(ctx, tenant, machine, None, status).await?;
         tracing::info!(tenant, machine = %machine.metadata.name, version = %running, "upgraded");
         return Ok(InFlight::Done);
     }
@@ -215,44 +217,21 @@ async fn pause(
     Ok(Rollout::Paused(reason))
 }
 
-/// Sets or clears the machine's in-flight annotation, with the stage
-/// `upgrading` while it is set.
+/// Sets (`Some`) or clears (`None`) the machine's in-flight annotation,
+/// then writes `status`.
 async fn mark(
     ctx: &Context,
     tenant: &str,
     machine: &Machine,
-    value: Option<String>,
-) -> Result<(), ReconcileError> {
-    let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
-    let mut annotations = machine.metadata.annotations.clone();
-    match value {
-        Some(value) => annotations.insert(UPGRADING_ANNOTATION.to_string(), value),
-        None => annotations.remove(UPGRADING_ANNOTATION),
-    };
-    let draft = Draft {
-        labels: machine.metadata.labels.clone(),
-        annotations,
-        spec: serde_json::to_value(&machine.spec).map_err(|source| corrupt(&key, source))?,
-        ..Draft::default()
-    };
-    let version = machine.metadata.resource_version.unwrap_or_default();
-    let object = ctx.store.update(key.clone(), draft, version).await?;
-    let status = MachineStatus { stage: "upgrading".into(), ready: false, ..machine.status.clone() };
-    let value = serde_json::to_value(&status).map_err(|source| corrupt(&key, source))?;
-    ctx.store.update_status(key, value, Some(object.resource_version)).await?;
-    Ok(())
-}
-
-/// Clears the in-flight annotation and records the upgraded status.
-async fn finish(
-    ctx: &Context,
-    tenant: &str,
-    machine: &Machine,
+    in_flight: Option<String>,
     status: MachineStatus,
 ) -> Result<(), ReconcileError> {
     let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
     let mut annotations = machine.metadata.annotations.clone();
-    annotations.remove(UPGRADING_ANNOTATION);
+    match in_flight {
+        Some(value) => annotations.insert(UPGRADING_ANNOTATION.to_string(), value),
+        None => annotations.remove(UPGRADING_ANNOTATION),
+    };
     let draft = Draft {
         labels: machine.metadata.labels.clone(),
         annotations,
