@@ -101,7 +101,8 @@ impl Report {
              transactions, one commit each. The load generator runs on the same machine and shares \
              its cores with the server, so on a small machine the hello baseline is partly bounded \
              by the generator and ratios near 1 understate the gap. Run `cargo xtask bench --help` \
-             for the knobs. Tenants are stored before the servers start, each with a sealed secrets \
+             for the knobs. Tenants are stored before the servers start, each with three node groups \
+             (four machines' worth of metal hosts) and a sealed secrets \
              bundle; the bundles share one service-account key, since generating 10,000 RSA-4096 \
              keys would take most of an hour. Authentication is measured on a second server over \
              the same data with `CMS_INSECURE_DISABLE_AUTH`, which only benchmarks use."

@@ -46,7 +46,9 @@ impl Figures {
              | deliveries | {} (every watcher got every change) |\n\
              | delivery delay p50 / p99 / max | {:.1} ms / {:.1} ms / {:.1} ms |\n\
              | server RSS before / with the watchers | {:.1} MB / {:.1} MB |\n\
-             | memory per watcher | {:.1} KiB |\n",
+             | memory per watcher | {:.1} KiB |\n\n\
+             The bench reads the watchers' streams with two threads on the same cores as the server's two\n\
+             workers, so the delays include the client's own queueing.\n",
             self.watchers,
             self.changes,
             SPACING.as_millis(),

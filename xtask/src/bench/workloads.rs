@@ -12,6 +12,7 @@ pub(crate) fn tenant_name(index: usize) -> String {
     format!("bench-{index:05}")
 }
 
+/// A bench tenant with three node groups.
 pub(crate) fn tenant_body(name: &str, labels: Value, resource_version: Option<u64>) -> Vec<u8> {
     let mut metadata = json!({"name": name, "labels": labels});
     if let Some(version) = resource_version {
@@ -22,13 +23,29 @@ pub(crate) fn tenant_body(name: &str, labels: Value, resource_version: Option<u6
         "spec": {
             "kubernetesVersion": "1.31.1",
             "talosVersion": "1.9.0",
-            "nodeGroups": [{
-                "name": "cp",
-                "role": "controlplane",
-                "count": 1,
-                "providerClass": "metal:bare",
-                "providerConfig": {"hosts": [{"address": "10.0.0.1"}]}
-            }]
+            "nodeGroups": [
+                {
+                    "name": "cp",
+                    "role": "controlplane",
+                    "count": 1,
+                    "providerClass": "metal:bare",
+                    "providerConfig": {"hosts": [{"address": "10.0.0.1"}]}
+                },
+                {
+                    "name": "infra",
+                    "role": "worker",
+                    "count": 1,
+                    "providerClass": "metal:bare",
+                    "providerConfig": {"hosts": [{"address": "10.0.1.1"}]}
+                },
+                {
+                    "name": "workers",
+                    "role": "worker",
+                    "count": 2,
+                    "providerClass": "metal:bare",
+                    "providerConfig": {"hosts": [{"address": "10.0.2.1"}, {"address": "10.0.2.2"}]}
+                }
+            ]
         }
     });
     serde_json::to_vec(&body).expect("a JSON body")
