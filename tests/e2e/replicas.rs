@@ -205,10 +205,10 @@ async fn acknowledged_writes_survive_kill_9_on_postgres() {
 /// `PATH`) and returns its unaligned output.
 #[allow(clippy::disallowed_methods)] // The test reads the database the way an operator would.
 fn psql(url: &str, query: &str) -> String {
-    let beside = cms_pgtest::find_binaries().join("psql");
-    let binary = if beside.exists() { beside } else { std::path::PathBuf::from("psql") };
-    let output =
-        std::process::Command::new(binary).args(["-At", "-c", query, url]).output().expect("psql runs");
+    let output = std::process::Command::new(cms_pgtest::client_tool("psql"))
+        .args(["-At", "-c", query, url])
+        .output()
+        .expect("psql runs");
     assert!(output.status.success(), "psql: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).into_owned()
 }

@@ -28,6 +28,13 @@ pub fn find_binaries() -> PathBuf {
     })
 }
 
+/// A PostgreSQL client tool such as `psql` or `pgbench`: beside the server
+/// binaries when it is there, else the name alone, for `PATH`.
+pub fn client_tool(name: &str) -> PathBuf {
+    let beside = find_binaries().join(name);
+    if beside.is_file() { beside } else { PathBuf::from(name) }
+}
+
 fn complete(dir: &Path) -> bool {
     NEEDED.iter().all(|name| dir.join(name).is_file())
 }

@@ -21,5 +21,5 @@
 mod binaries;
 mod server;
 
-pub use binaries::{BIN_VARIABLE, find_binaries};
+pub use binaries::{BIN_VARIABLE, client_tool, find_binaries};
 pub use server::PgServer;

@@ -98,15 +98,7 @@ fn replica_id() -> String {
     let host =
         std::fs::read_to_string("/etc/hostname").map(|name| name.trim().to_string()).unwrap_or_default();
     let host = if host.is_empty() { "host".to_string() } else { host };
-    let random: u32 = rand_part();
-    format!("{host}/{}/{random:08x}", std::process::id())
-}
-
-/// 32 random bits from the clock and the process, enough to tell restarts apart.
-fn rand_part() -> u32 {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
-    nanos ^ std::process::id().rotate_left(16)
+    format!("{host}/{}/{}", std::process::id(), uuid::Uuid::new_v4().simple())
 }
 
 /// The key that OpenTofu state encryption derives from: the secrets key.

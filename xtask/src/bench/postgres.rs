@@ -111,20 +111,19 @@ async fn preload(url: &str, total: usize) -> Result<()> {
 /// `pgbench`'s rate of single-row insert transactions, with the shape's
 /// clients, warm-up and duration.
 fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<f64> {
-    let beside = cms_pgtest::find_binaries().join("pgbench");
-    let binary = if beside.exists() { beside } else { "pgbench".into() };
     let document = tenant_body(&tenant_name(0), serde_json::json!({"bench": "pgbench"}), Some(1));
     let document = String::from_utf8(document)?.replace('\'', "''");
     let setup = "CREATE TABLE IF NOT EXISTS bench_insert (id bigserial PRIMARY KEY, body jsonb NOT NULL)";
-    let psql = cms_pgtest::find_binaries().join("psql");
-    let psql = if psql.exists() { psql } else { "psql".into() };
-    output(Command::new(psql).args(["-q", "-c", setup, url]), Duration::from_secs(60))?;
+    output(
+        Command::new(cms_pgtest::client_tool("psql")).args(["-q", "-c", setup, url]),
+        Duration::from_secs(60),
+    )?;
     let script = work.join("insert.sql");
     std::fs::write(&script, format!("INSERT INTO bench_insert (body) VALUES ('{document}');\n"))?;
     let seconds = (shape.warmup + shape.measure).as_secs().max(1).to_string();
     let clients = shape.connections.to_string();
     let text = output(
-        Command::new(binary)
+        Command::new(cms_pgtest::client_tool("pgbench"))
             .args(["-n", "-c", &clients, "-j", "2", "-T", &seconds, "-f"])
             .arg(&script)
             .arg(url),
