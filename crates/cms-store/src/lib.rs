@@ -16,6 +16,7 @@ mod accounts_sql;
 mod api;
 mod audit;
 mod audit_sql;
+mod batch;
 mod cache;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod conformance;
@@ -30,6 +31,7 @@ mod render;
 mod rows;
 mod secrets;
 mod sql;
+mod view;
 mod watch;
 mod write;
 

@@ -84,8 +84,11 @@ fn redacted(url: &str) -> String {
 pub struct SqlStore {
     pub(crate) db: DatabaseConnection,
     pub(crate) cache: Cache,
-    /// Serializes this replica's writes. Across replicas, the database
-    /// serializes them on the revision counter row.
+    /// Where this replica's writes of objects queue for their batch.
+    pub(crate) queue: crate::batch::Queue,
+    /// Serializes this replica's writes on SQLite, which has one writer.
+    /// Across replicas, PostgreSQL serializes them on the revision counter
+    /// row.
     pub(crate) write_lock: tokio::sync::Mutex<()>,
     /// One catch-up with the event log at a time.
     pub(crate) catch_up_lock: tokio::sync::Mutex<()>,
@@ -123,6 +126,7 @@ impl SqlStore {
         let listener = postgres.then(|| db.get_postgres_connection_pool().clone());
         let store = Arc::new_cyclic(|this: &Weak<SqlStore>| SqlStore {
             _listener: listener.map(|pool| Listener::start(pool, this.clone(), options.poll_interval)),
+            queue: crate::batch::start(this.clone()),
             db,
             cache: Cache::new(objects, revision, options.watch_buffer),
             write_lock: tokio::sync::Mutex::new(()),

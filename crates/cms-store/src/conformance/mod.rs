@@ -26,6 +26,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@cases $url;
             create_get_and_list, duplicates_conflict, children_need_their_tenant,
             compare_and_set, generation_follows_spec, concurrent_updates_have_one_winner,
+            batched_writes_fail_alone,
             node_group_resources_are_tenant_spec, tenant_update_replaces_groups,
             tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
             watch_resumes_from_log, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,

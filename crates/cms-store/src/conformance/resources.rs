@@ -212,3 +212,61 @@ pub async fn projections(url: &str) {
     assert_eq!(store.projection(Some("a".into())).await.expect("read"), Some(vec![item.clone()]));
     assert_eq!(store.projection(None).await.expect("read"), Some(vec![item]));
 }
+
+/// Writes queued together share a transaction, yet each fails or succeeds
+/// on its own, and what commits matches what a fresh load reads back.
+pub async fn batched_writes_fail_alone(url: &str) {
+    let store = open(url).await;
+    let base = Key::tenant("base");
+    store.create(base.clone(), tenant_draft("1.31.0", Some(vec![group("g", 1)]))).await.expect("create");
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let (store, key) = (store.clone(), Key::tenant(format!("t{}", i % 12)));
+        let draft = tenant_draft("1.31.0", Some(vec![group("g", 1), group("h", 2)]));
+        tasks.push(tokio::spawn(async move { ("create", store.create(key, draft).await.map(|_| ())) }));
+    }
+    for i in 0..8 {
+        let (store, key) = (store.clone(), base.clone());
+        let draft = tenant_draft(&format!("1.31.{}", i + 1), Some(vec![group("g", i + 2)]));
+        tasks.push(tokio::spawn(async move { ("update", store.update(key, draft, 1).await.map(|_| ())) }));
+    }
+    for i in 0..4 {
+        let (store, key) = (store.clone(), Key::child(Kind::NodeGroup, "missing", format!("g{i}")));
+        let draft = Draft { spec: group(&format!("g{i}"), 1), ..Draft::default() };
+        tasks.push(tokio::spawn(async move { ("orphan", store.create(key, draft).await.map(|_| ())) }));
+    }
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for task in tasks {
+        let (what, result) = task.await.expect("task");
+        let outcome = match result {
+            Ok(()) => "ok",
+            Err(StoreError::AlreadyExists(_)) => "exists",
+            Err(StoreError::Conflict { .. }) => "conflict",
+            Err(StoreError::NotFound(_)) => "not found",
+            Err(other) => panic!("unexpected {other:?}"),
+        };
+        *outcomes.entry(format!("{what} {outcome}")).or_default() += 1;
+    }
+    let expected = [
+        ("create exists", 12),
+        ("create ok", 12),
+        ("orphan not found", 4),
+        ("update conflict", 7),
+        ("update ok", 1),
+    ];
+    assert_eq!(outcomes, expected.map(|(k, v)| (k.to_string(), v)).into_iter().collect());
+    assert_eq!(store.get(&base).expect("base").resource_version, 2);
+    // 2 events for the base and its group, 12 × 3 for the new tenants, 2 for
+    // the update.
+    assert_eq!(store.revision(), 2 + 36 + 2);
+    let fresh = open(url).await;
+    assert_eq!(fresh.revision(), store.revision());
+    for kind in [Kind::Tenant, Kind::NodeGroup] {
+        let ours = store.list(kind, None, Page { limit: 1000, offset: 0 });
+        let theirs = fresh.list(kind, None, Page { limit: 1000, offset: 0 });
+        let render = |listing: &crate::api::Listing| -> Vec<Vec<u8>> {
+            listing.items.iter().map(|object| object.json.to_vec()).collect()
+        };
+        assert_eq!(render(&ours), render(&theirs), "{kind:?}s as cached and as stored");
+    }
+}

@@ -256,3 +256,35 @@ async fn writes_inside_one_tenant_from_two_replicas_never_deadlock() {
         eventually("the replicas agree", || a.revision() == b.revision()).await;
     }
 }
+
+#[tokio::test]
+async fn tenants_created_at_once_on_two_replicas_have_one_creator_each() {
+    let url = PgServer::shared().database();
+    let (a, b) = (replica(options(&url)).await, replica(options(&url)).await);
+    let mut attempts = Vec::new();
+    for round in 0..3 {
+        for store in [&a, &b] {
+            for i in 0..16 {
+                let store = store.clone();
+                let key = Key::tenant(format!("t{i}"));
+                let draft = tenant(&format!("1.31.{round}"));
+                attempts.push(tokio::spawn(async move { (i, store.create(key, draft).await) }));
+            }
+        }
+    }
+    let mut creators = [0; 16];
+    for attempt in attempts {
+        match attempt.await.expect("task") {
+            (i, Ok(_)) => creators[i] += 1,
+            (_, Err(StoreError::AlreadyExists(_))) => {}
+            (_, Err(other)) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(creators, [1; 16], "each tenant has exactly one creator");
+    eventually("both replicas hold the 16 tenants", || {
+        [&a, &b].iter().all(|store| {
+            store.revision() == 16 && (0..16).all(|i| store.get(&Key::tenant(format!("t{i}"))).is_some())
+        })
+    })
+    .await;
+}
