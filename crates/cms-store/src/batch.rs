@@ -16,16 +16,16 @@ use std::sync::{Arc, Weak};
 
 use chrono::Utc;
 use cms_model::Kind;
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
+use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, DatabaseTransaction, DbErr, EntityTrait,
     QueryFilter, QueryOrder, QuerySelect, SqlErr, TransactionTrait, sea_query::LockType,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::api::{Key, WatchEvent};
 use crate::dialect;
-use crate::entity::{counter, event, object, projection};
+use crate::entity::{event, object, projection};
 use crate::error::StoreError;
 use crate::lease::{self, Lease};
 use crate::render::format_time;
@@ -35,6 +35,9 @@ use crate::view::{Outcome, Overlay, Side, View};
 
 /// The most writes one batch takes.
 const MOST: usize = 64;
+
+/// The most batches a replica runs at once on PostgreSQL.
+const IN_FLIGHT: usize = 4;
 
 /// Rows per multi-row statement, well within both databases' limits on
 /// bound parameters.
@@ -91,10 +94,16 @@ where
 }
 
 /// Starts the task that runs the writes of `store`; it ends with the store.
-pub(crate) fn start(store: Weak<SqlStore>) -> Queue {
+/// On PostgreSQL up to [`IN_FLIGHT`] batches run at once, so that one
+/// batch's round trips overlap another's; SQLite has one writer.
+pub(crate) fn start(store: Weak<SqlStore>, postgres: bool) -> Queue {
     let (queue, mut jobs) = mpsc::unbounded_channel::<Box<dyn Job>>();
+    let slots = Arc::new(Semaphore::new(if postgres { IN_FLIGHT } else { 1 }));
     tokio::spawn(async move {
+        let mut previous: Option<oneshot::Receiver<()>> = None;
         while let Some(first) = jobs.recv().await {
+            // Writes queue up while every slot is busy, and go together.
+            let Ok(slot) = slots.clone().acquire_owned().await else { break };
             let mut batch = vec![first];
             while batch.len() < MOST {
                 match jobs.try_recv() {
@@ -103,7 +112,13 @@ pub(crate) fn start(store: Weak<SqlStore>) -> Queue {
                 }
             }
             let Some(store) = store.upgrade() else { break };
-            store.run_batch(batch).await;
+            let (published, next) = oneshot::channel();
+            let before = previous.replace(next);
+            tokio::spawn(async move {
+                store.run_batch(batch, before).await;
+                let _ = published.send(());
+                drop(slot);
+            });
         }
     });
     queue
@@ -129,19 +144,27 @@ impl SqlStore {
         answer.await.map_err(|_| stopped())?
     }
 
-    async fn run_batch(&self, mut jobs: Vec<Box<dyn Job>>) {
+    /// Runs a batch, then, once the batch before it has published its
+    /// events to the cache, publishes its own and answers its writers.
+    async fn run_batch(&self, mut jobs: Vec<Box<dyn Job>>, before: Option<oneshot::Receiver<()>>) {
         let _guard = match dialect::is_postgres(&self.db) {
             true => None,
             false => Some(self.write_lock.lock().await),
         };
-        match self.try_batch(&mut jobs).await {
+        let result = self.try_batch(&mut jobs).await;
+        if let Some(before) = before {
+            // A batch that ended without a word still ended.
+            let _ = before.await;
+        }
+        match result {
             Ok((events, failures)) => {
                 self.publish(events).await;
                 for (job, failure) in jobs.into_iter().zip(failures) {
                     job.finish(failure.map_or(Ok(()), Err));
                 }
             }
-            Err(err) if jobs.len() > 1 && !matches!(err, StoreError::Unavailable(_)) => {
+            Err(err) if jobs.len() == 1 => jobs.pop().expect("one job").finish(Err(err)),
+            Err(err) if !matches!(err, StoreError::Unavailable(_)) => {
                 tracing::debug!(error = %err, writes = jobs.len(), "a batch failed; its writes run alone");
                 for job in jobs {
                     let mut alone = vec![job];
@@ -156,7 +179,6 @@ impl SqlStore {
                     }
                 }
             }
-            Err(err) if jobs.len() == 1 => jobs.pop().expect("one job").finish(Err(err)),
             Err(err) => {
                 for job in jobs {
                     job.finish(Err(again(&err)));
@@ -227,14 +249,9 @@ impl SqlStore {
         if changes.is_empty() {
             return Ok(Vec::new());
         }
-        let count = changes.len() as i64;
-        counter::Entity::update_many()
-            .col_expr(counter::Column::Value, Expr::col(counter::Column::Value).add(count))
-            .filter(counter::Column::Name.eq(counter::REVISION))
-            .exec(txn)
-            .await?;
-        let last = crate::write::counter(txn, counter::REVISION).await?;
-        let first = last + 1 - count as u64;
+        let count = changes.len() as u64;
+        let last = dialect::take_revisions(txn, count).await?;
+        let first = last + 1 - count;
         let events: Vec<WatchEvent> = (first..)
             .zip(changes)
             .map(|(revision, (event_type, object))| WatchEvent { revision, event_type, object })
@@ -251,7 +268,6 @@ impl SqlStore {
             event::Entity::insert_many(logged).exec_without_returning(txn).await?;
         }
         self.compact(txn, last).await?;
-        dialect::notify(txn, last).await?;
         Ok(events)
     }
 }

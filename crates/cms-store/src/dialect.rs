@@ -16,7 +16,7 @@ use sea_orm::{
 use sea_orm_migration::MigratorTrait;
 
 use crate::api::Key;
-use crate::entity::object;
+use crate::entity::{counter, object};
 use crate::error::StoreError;
 use crate::migration::Migrator;
 
@@ -71,19 +71,30 @@ pub(crate) async fn lock_owner(txn: &DatabaseTransaction, key: &Key) -> Result<(
     Ok(())
 }
 
-/// Announces, at commit, that the event log now reaches `revision`. Nothing
-/// on SQLite, whose single replica applies its own writes.
-pub(crate) async fn notify(txn: &DatabaseTransaction, revision: u64) -> Result<(), StoreError> {
-    if !is_postgres(txn) {
-        return Ok(());
-    }
-    txn.execute_raw(Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        "SELECT pg_notify($1, $2)",
-        [EVENTS_CHANNEL.into(), revision.to_string().into()],
-    ))
-    .await?;
-    Ok(())
+/// Takes the next `count` store-wide revisions from the counter row, which
+/// stays locked until the commit, and returns the last. On PostgreSQL the
+/// same statement announces, at commit, that the event log now reaches it;
+/// SQLite's single replica applies its own writes.
+pub(crate) async fn take_revisions(txn: &DatabaseTransaction, count: u64) -> Result<u64, StoreError> {
+    let statement = match is_postgres(txn) {
+        true => Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "WITH taken AS (UPDATE counters SET value = value + $1 WHERE name = $2 RETURNING value) \
+             SELECT value, pg_notify($3, value::text) FROM taken",
+            [(count as i64).into(), counter::REVISION.into(), EVENTS_CHANNEL.into()],
+        ),
+        false => Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            "UPDATE counters SET value = value + ? WHERE name = ? RETURNING value",
+            [(count as i64).into(), counter::REVISION.into()],
+        ),
+    };
+    let row = txn
+        .query_one_raw(statement)
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("the revision counter is missing".into()))?;
+    let last: i64 = row.try_get("", "value")?;
+    Ok(last as u64)
 }
 
 /// The database's clock, in milliseconds since the Unix epoch, so that

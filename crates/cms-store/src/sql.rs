@@ -93,6 +93,8 @@ pub struct SqlStore {
     /// One catch-up with the event log at a time.
     pub(crate) catch_up_lock: tokio::sync::Mutex<()>,
     pub(crate) retention: u64,
+    /// The newest compaction of the event log this replica has seen.
+    pub(crate) compacted: std::sync::atomic::AtomicU64,
     /// How many audit records are kept.
     pub(crate) audit_retention: u64,
     /// This store, for the fenced views it hands out.
@@ -126,12 +128,13 @@ impl SqlStore {
         let listener = postgres.then(|| db.get_postgres_connection_pool().clone());
         let store = Arc::new_cyclic(|this: &Weak<SqlStore>| SqlStore {
             _listener: listener.map(|pool| Listener::start(pool, this.clone(), options.poll_interval)),
-            queue: crate::batch::start(this.clone()),
+            queue: crate::batch::start(this.clone(), postgres),
             db,
             cache: Cache::new(objects, revision, options.watch_buffer),
             write_lock: tokio::sync::Mutex::new(()),
             catch_up_lock: tokio::sync::Mutex::new(()),
             retention: options.event_retention.max(1),
+            compacted: std::sync::atomic::AtomicU64::new(0),
             audit_retention: options.audit_retention.max(1),
             this: this.clone(),
         });

@@ -9,6 +9,7 @@
 //! checked, in the same transaction, against the lease.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use cms_model::Kind;
 use sea_orm::sea_query::Expr;
@@ -48,9 +49,16 @@ impl SqlStore {
     }
 
     /// Drops events the log no longer needs to keep.
+    /// `compacted` remembers the last compaction seen, so that the counter
+    /// is read only when the log may have outgrown its retention.
     pub(crate) async fn compact(&self, txn: &DatabaseTransaction, last: u64) -> Result<(), StoreError> {
-        let compacted = counter(txn, counter::COMPACTED).await?;
         let slack = Ord::max(self.retention / 10, 1);
+        let seen = self.compacted.load(Ordering::Relaxed);
+        if last.saturating_sub(seen) <= self.retention + slack {
+            return Ok(());
+        }
+        let compacted = counter(txn, counter::COMPACTED).await?;
+        self.compacted.fetch_max(compacted, Ordering::Relaxed);
         if last.saturating_sub(compacted) <= self.retention + slack {
             return Ok(());
         }
@@ -61,6 +69,9 @@ impl SqlStore {
             .filter(counter::Column::Name.eq(counter::COMPACTED))
             .exec(txn)
             .await?;
+        // Should this roll back, the log only keeps more than it needs until
+        // a later write compacts it.
+        self.compacted.fetch_max(upto, Ordering::Relaxed);
         Ok(())
     }
 
