@@ -27,10 +27,7 @@ struct Example {
 }
 
 fn guide_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the repository")
-        .join("docs/api-guide.md")
+    cms_e2e::repository().join("docs/api-guide.md")
 }
 
 /// The fenced blocks of a Markdown text: (language, first line number, body,

@@ -7,14 +7,14 @@
 //! `cargo run` and `cargo install`; and since the harness starts every server
 //! with its own first-admin password, the README's is set through the API.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cms_e2e::Server;
 use cms_e2e::cli::Cli;
 use serde_json::{Value, json};
 
 fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the repository").to_path_buf()
+    cms_e2e::repository()
 }
 
 /// The shell lines of the walkthrough, without comments.

@@ -30,3 +30,11 @@ pub use server::{
 pub use watch::{Frame, OpenFailure, Watch};
 
 pub use reqwest::Method;
+
+/// The repository's root, read when the tests run (cargo sets
+/// `CARGO_MANIFEST_DIR` for them), so that a build reused from a checkout
+/// elsewhere still reads this checkout's files.
+pub fn repository() -> std::path::PathBuf {
+    let tests = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    std::path::Path::new(&tests).parent().expect("tests/ lives in the repository").to_path_buf()
+}

@@ -12,7 +12,11 @@ use nix::unistd::Pid;
 
 /// The workspace root: the parent of this crate's folder.
 pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives inside the workspace").to_path_buf()
+    // Read when xtask runs, not when it was built: a build reused from a
+    // checkout elsewhere must not send every step there.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let manifest_dir = manifest_dir.unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir.parent().expect("xtask lives inside the workspace").to_path_buf()
 }
 
 /// A `cargo` command run from the workspace root, using the same cargo that

@@ -1,7 +1,8 @@
 //! The durable store of `cms`.
 //!
-//! Resources live in one table keyed by `(kind, tenant, name)`. Every write is
-//! one transaction that also takes the next store-wide revisions from a
+//! Resources live in one table keyed by `(kind, tenant, name)`. Writes queue
+//! for one writer per replica, which runs those waiting in one transaction
+//! (group commit) that also takes the next store-wide revisions from a
 //! counter row and appends the changes to the event log, so the log holds
 //! every change in commit order. Reads are served from an in-memory cache
 //! that applies the log in revision order, and watches are fed from it.

@@ -6,6 +6,7 @@
 //! machine the generator and the server share the cores; the ratios compare
 //! like with like, the absolute figures depend on the machine.
 
+mod cpu;
 mod load;
 mod postgres;
 mod preload;

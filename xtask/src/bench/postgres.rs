@@ -12,6 +12,7 @@ use cms_model::Tenant;
 use cms_pgtest::PgServer;
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 
+use super::cpu::{self, Usage};
 use super::load::{self, Shape, Target};
 use super::servers::Process;
 use super::workloads::{self, tenant_body, tenant_name};
@@ -26,11 +27,16 @@ pub(crate) struct Figures {
     pub(crate) connections: usize,
     pub(crate) puts_per_second: f64,
     pub(crate) inserts_per_second: f64,
+    /// Cores busy during the PUTs and during `pgbench`.
+    pub(crate) put_cpu: Usage,
+    pub(crate) insert_cpu: Usage,
 }
 
 impl Figures {
     /// The report section.
     pub(crate) fn markdown(&self) -> String {
+        let put = self.put_cpu.micros_per_op(self.puts_per_second);
+        let insert = self.insert_cpu.micros_per_op(self.inserts_per_second);
         format!(
             "\n## PostgreSQL\n\n\
              `cms-server` (release) on a throwaway PostgreSQL server (`cms-pgtest`, fsync on), and\n\
@@ -40,15 +46,33 @@ impl Figures {
              | PUT tenant on PostgreSQL | {:.0}/s |\n\
              | `pgbench` single-row inserts | {:.0}/s |\n\
              | ratio | {:.2}× |\n\n\
-             The target is 0.5×. Each PUT is one transaction of several statements (the tenant row lock,\n\
-             the compare-and-set update, the revision counter, the event, `NOTIFY`) that holds the\n\
-             revision counter row until it commits, and a replica's writes are serialized, so commits\n\
-             happen one at a time, while `pgbench`'s independent single-row inserts share WAL flushes\n\
-             (group commit). Closing the gap needs the store to commit queued writes together.\n",
+             The target is 0.5×. A replica's writes are committed in batches (group commit, see
+             `docs/postgres.md`), so commits share the flushes of PostgreSQL's log as `pgbench`'s do.
+             What bounds both is CPU: the load generator, `cms-server` and PostgreSQL share {} logical
+             CPU(s). CPU time per operation, from `/proc`, over each whole run:
+
+             | Per operation | Server | Database | Client | Total |
+|---|---:|---:|---:|---:|
+             | PUT tenant | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |
+             | `pgbench` insert | | {:.0} µs | {:.0} µs | {:.0} µs |
+
+             A PUT is an HTTP request with authentication, validation and a JSON reply, and in the
+             database it locks its tenant, reads the tenant's rows, replaces the tenant row and logs an
+             event holding the whole object; a `pgbench` insert is one statement. The ratio therefore
+             follows the ratio of CPU time per operation on a machine this small, whatever the commit
+             path does.\n",
             self.connections,
             self.puts_per_second,
             self.inserts_per_second,
             self.puts_per_second / self.inserts_per_second.max(f64::EPSILON),
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            put.0,
+            put.1,
+            put.2,
+            put.0 + put.1 + put.2,
+            insert.1,
+            insert.2,
+            insert.1 + insert.2,
         )
     }
 }
@@ -71,7 +95,9 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
     let server = Process::start("cms-server (PostgreSQL)", binary, &data, &env)?;
     let target = super::login(Target::new(server.addr)).await?;
     println!("running PUT tenant on PostgreSQL");
+    let before = cpu::Sample::take(Some(server.pid()));
     let outcome = load::run(target.addr, shape, workloads::put_tenant(target.clone(), 0)).await;
+    let put_cpu = before.until(&cpu::Sample::take(Some(server.pid())));
     let status = server.terminate()?;
     let outcome = outcome.context("the PUT scenario on PostgreSQL")?;
     anyhow::ensure!(status.success(), "cms-server on PostgreSQL exited with {status}");
@@ -81,12 +107,18 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
     // `pgbench` runs through the blocking shell helpers, off the runtime.
     let port = postgres.port();
     let (url, work) = (url.clone(), work.to_path_buf());
-    let inserts_per_second = std::thread::spawn(move || pgbench(port, &url, &work, shape))
+    let (inserts_per_second, insert_cpu) = std::thread::spawn(move || pgbench(port, &url, &work, shape))
         .join()
         .map_err(|_| anyhow::anyhow!("the pgbench thread panicked"))??;
     drop(postgres);
     println!("  pgbench: {inserts_per_second:.0} inserts/s");
-    Ok(Figures { connections: shape.connections, puts_per_second: outcome.per_second(), inserts_per_second })
+    Ok(Figures {
+        connections: shape.connections,
+        puts_per_second: outcome.per_second(),
+        inserts_per_second,
+        put_cpu,
+        insert_cpu,
+    })
 }
 
 /// Stores tenants `0..total` without secrets: the PUT scenario needs none.
@@ -109,8 +141,8 @@ async fn preload(url: &str, total: usize) -> Result<()> {
 }
 
 /// `pgbench`'s rate of single-row insert transactions, with the shape's
-/// clients, warm-up and duration.
-fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<f64> {
+/// clients, warm-up and duration, and the cores it kept busy.
+fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<(f64, Usage)> {
     let document = tenant_body(&tenant_name(0), serde_json::json!({"bench": "pgbench"}), Some(1));
     let document = String::from_utf8(document)?.replace('\'', "''");
     let setup = "CREATE TABLE IF NOT EXISTS bench_insert (id bigserial PRIMARY KEY, body jsonb NOT NULL)";
@@ -122,6 +154,7 @@ fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<f64> {
     std::fs::write(&script, format!("INSERT INTO bench_insert (body) VALUES ('{document}');\n"))?;
     let seconds = (shape.warmup + shape.measure).as_secs().max(1).to_string();
     let clients = shape.connections.to_string();
+    let before = cpu::Sample::take(None);
     let text = output(
         Command::new(cms_pgtest::client_tool("pgbench"))
             .args(["-n", "-c", &clients, "-j", "2", "-T", &seconds, "-f"])
@@ -130,6 +163,7 @@ fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<f64> {
         Duration::from_secs(600),
     )
     .with_context(|| format!("pgbench on port {port}"))?;
+    let usage = before.until(&cpu::Sample::take(None));
     let Some(tps) = text
         .lines()
         .find(|line| line.starts_with("tps = "))
@@ -138,5 +172,5 @@ fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<f64> {
     else {
         bail!("pgbench printed no rate:\n{text}")
     };
-    Ok(tps)
+    Ok((tps, usage))
 }

@@ -110,6 +110,11 @@ impl Process {
     }
 
     /// Stops the process with SIGTERM and returns how it exited.
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn terminate(mut self) -> Result<ExitStatus> {
         let pid = Pid::from_raw(i32::try_from(self.child.id())?);
         kill(pid, Signal::SIGTERM).with_context(|| format!("signalling {}", self.name))?;

@@ -20,7 +20,8 @@ fn schema_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CMS_TALOS_SCHEMAS") {
         return PathBuf::from(dir);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/talos/schemas")
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../../../shared/talos/schemas")
 }
 
 fn schema(minor: &str) -> Value {

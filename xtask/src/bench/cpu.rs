@@ -1,0 +1,101 @@
+//! CPU time from `/proc`, to show where a benchmark's cores went: the
+//! server, the database and the load generator share one machine.
+
+use std::time::Instant;
+
+/// Clock ticks per second of `/proc/*/stat` (`USER_HZ`, 100 on Linux).
+const TICKS: f64 = 100.0;
+
+/// CPU seconds used so far by the three parties of a run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    at: Instant,
+    server: f64,
+    database: f64,
+    client: f64,
+}
+
+/// CPU seconds per second of wall time, and per operation, between two
+/// samples.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Usage {
+    /// Cores busy, on average.
+    pub(crate) server: f64,
+    pub(crate) database: f64,
+    pub(crate) client: f64,
+}
+
+impl Usage {
+    /// Microseconds of CPU per operation at `rate` operations per second.
+    pub(crate) fn micros_per_op(&self, rate: f64) -> (f64, f64, f64) {
+        let per = |cores: f64| cores * 1e6 / rate.max(f64::EPSILON);
+        (per(self.server), per(self.database), per(self.client))
+    }
+}
+
+impl Sample {
+    /// Now: `server` is a process id, if a server runs; the database is
+    /// every `postgres` process with the backends they reaped; the client
+    /// is this process with the children it waited for.
+    pub(crate) fn take(server: Option<u32>) -> Sample {
+        let server = server.and_then(|pid| ticks(&pid.to_string())).map_or(0.0, |(own, _)| own);
+        let client = ticks("self").map_or(0.0, |(own, children)| own + children);
+        Sample { at: Instant::now(), server, database: database(), client }
+    }
+
+    /// The usage from `self` until `later`.
+    pub(crate) fn until(&self, later: &Sample) -> Usage {
+        let wall = later.at.duration_since(self.at).as_secs_f64().max(f64::EPSILON);
+        Usage {
+            server: (later.server - self.server) / wall,
+            database: (later.database - self.database) / wall,
+            client: (later.client - self.client) / wall,
+        }
+    }
+}
+
+/// `(own, waited-for children)` CPU seconds of `/proc/<pid>`.
+fn ticks(pid: &str) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let field = |index: usize| fields.get(index).and_then(|v| v.parse::<f64>().ok());
+    // utime, stime, cutime, cstime are fields 14 to 17; `fields[0]` is 3.
+    let own = field(11)? + field(12)?;
+    let children = field(13)? + field(14)?;
+    Some((own / TICKS, children / TICKS))
+}
+
+fn database() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().into_string().ok()?;
+            pid.chars().all(|c| c.is_ascii_digit()).then_some(pid)
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "postgres")
+        })
+        .filter_map(|pid| ticks(&pid))
+        .map(|(own, children)| own + children)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_uses_cpu() {
+        let before = Sample::take(Some(std::process::id()));
+        let mut x = 0u64;
+        let start = Instant::now();
+        while start.elapsed().as_millis() < 200 {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        let usage = before.until(&Sample::take(Some(std::process::id())));
+        assert!(x > 0);
+        assert!(usage.server > 0.3 && usage.client > 0.3, "{usage:?}");
+    }
+}
