@@ -1,6 +1,7 @@
 //! The load: register clients whose reads and compare-and-set writes on a few
 //! tenants are recorded for the linearizability checker, and a mixed load of
-//! creates, updates and lists. Every acknowledged write goes into a [`Ledger`].
+//! creates, updates, deletes and lists. Every acknowledged write goes into a
+//! [`Ledger`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +26,8 @@ pub(crate) const VALUE_LABEL: &str = "soak-value";
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     acknowledged: Mutex<BTreeMap<String, u64>>,
+    /// Tenants a delete was sent for: `true` once the server acknowledged it.
+    deletes: Mutex<BTreeMap<String, bool>>,
 }
 
 impl Ledger {
@@ -38,10 +41,31 @@ impl Ledger {
         self.acknowledged.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
-    /// A tenant of the mixed load, picked at random.
+    /// Notes that a delete of `name` is about to be sent, or, with
+    /// `acknowledged`, that the server acknowledged it.
+    fn delete(&self, name: &str, acknowledged: bool) {
+        let mut deletes = self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = deletes.entry(name.to_string()).or_default();
+        *entry |= acknowledged;
+    }
+
+    pub(crate) fn deletes(&self) -> BTreeMap<String, bool> {
+        self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    fn deleting(&self, name: &str) -> bool {
+        self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).contains_key(name)
+    }
+
+    /// A tenant of the mixed load that no delete was sent for, picked at
+    /// random.
     fn pick(&self, random: &mut Random) -> Option<String> {
+        let deletes = self.deletes();
         let acknowledged = self.acknowledged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let names: Vec<&String> = acknowledged.keys().filter(|name| name.starts_with("soak-")).collect();
+        let names: Vec<&String> = acknowledged
+            .keys()
+            .filter(|name| name.starts_with("soak-") && !deletes.contains_key(*name))
+            .collect();
         if names.is_empty() {
             return None;
         }
@@ -50,9 +74,16 @@ impl Ledger {
 }
 
 /// Checks that every acknowledged write is present with at least its
-/// version; returns how many were checked and the violations.
-pub(crate) async fn verify_acknowledged(api: &Api, expected: &BTreeMap<String, u64>) -> Result<Vec<String>> {
+/// version, and that every tenant whose delete was acknowledged is gone or
+/// being deleted; returns the violations. A tenant whose delete was sent
+/// but not acknowledged may be either way.
+pub(crate) async fn verify_acknowledged(
+    api: &Api,
+    expected: &BTreeMap<String, u64>,
+    deletes: &BTreeMap<String, bool>,
+) -> Result<Vec<String>> {
     let mut found = BTreeMap::new();
+    let mut deleting = std::collections::BTreeSet::new();
     let mut offset = 0;
     loop {
         let reply =
@@ -63,6 +94,9 @@ pub(crate) async fn verify_acknowledged(api: &Api, expected: &BTreeMap<String, u
         let page = reply.json();
         let items = page["items"].as_array().cloned().unwrap_or_default();
         for item in &items {
+            if item["metadata"]["deletionTimestamp"].is_string() {
+                deleting.insert(item["metadata"]["name"].as_str().unwrap_or_default().to_string());
+            }
             found.insert(
                 item["metadata"]["name"].as_str().unwrap_or_default().to_string(),
                 resource_version(item),
@@ -75,6 +109,15 @@ pub(crate) async fn verify_acknowledged(api: &Api, expected: &BTreeMap<String, u
     }
     let mut violations = Vec::new();
     for (name, version) in expected {
+        match deletes.get(name) {
+            Some(true) if found.contains_key(name) && !deleting.contains(name) => {
+                violations
+                    .push(format!("{name}: its delete was acknowledged, but it is there, not deleting"));
+                continue;
+            }
+            Some(_) => continue,
+            None => {}
+        }
         match found.get(name) {
             Some(present) if present >= version => {}
             Some(present) => violations.push(format!(
@@ -194,6 +237,7 @@ pub(crate) struct MixedCounts {
     pub(crate) reads: u64,
     pub(crate) lists: u64,
     pub(crate) conflicts: u64,
+    pub(crate) deletes: u64,
     pub(crate) unknown: u64,
 }
 
@@ -206,6 +250,8 @@ pub(crate) enum Role {
     Updater,
     /// Lists pages of tenants.
     Lister,
+    /// Deletes a random soak tenant now and then.
+    Deleter,
 }
 
 /// One client of the mixed load, until `stop`.
@@ -265,17 +311,38 @@ pub(crate) async fn mixed_client(
                                 ledger.record(&name, resource_version(&reply.json()));
                                 Ok(())
                             }
-                            // The other updater wrote it since the read.
+                            // The other updater wrote it since the read, or
+                            // the deleter got there first.
                             Ok(reply) if reply.status == 409 => {
                                 counts.conflicts += 1;
                                 Ok(())
                             }
+                            Ok(reply) if reply.status == 404 && ledger.deleting(&name) => Ok(()),
                             Ok(reply) => Err(reply),
                             Err(_) => {
                                 counts.unknown += 1;
                                 Ok(())
                             }
                         }
+                    }
+                    Ok(reply) if reply.status == 404 && ledger.deleting(&name) => Ok(()),
+                    Ok(reply) => Err(reply),
+                    Err(_) => {
+                        counts.unknown += 1;
+                        Ok(())
+                    }
+                }
+            }
+            Role::Deleter => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let Some(name) = ledger.pick(&mut random) else { continue };
+                ledger.delete(&name, false);
+                match api.try_send(api.request(Method::DELETE, &tenant_path(&name))).await {
+                    // Gone already: an earlier delete whose reply was lost.
+                    Ok(reply) if [200, 202, 204, 404].contains(&reply.status) => {
+                        counts.deletes += 1;
+                        ledger.delete(&name, true);
+                        Ok(())
                     }
                     Ok(reply) => Err(reply),
                     Err(_) => {

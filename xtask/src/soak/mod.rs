@@ -189,8 +189,14 @@ impl Summary {
                 seconds(self.linearizability_time)
             ),
             format!(
-                "  mixed load: {} creates, {} updates ({} conflicts), {} reads, {} lists, {} of unknown outcome",
-                self.mixed.creates, self.mixed.updates, self.mixed.conflicts, self.mixed.reads, self.mixed.lists, self.mixed.unknown
+                "  mixed load: {} creates, {} updates ({} conflicts), {} deletes, {} reads, {} lists, {} of unknown outcome",
+                self.mixed.creates,
+                self.mixed.updates,
+                self.mixed.conflicts,
+                self.mixed.deletes,
+                self.mixed.reads,
+                self.mixed.lists,
+                self.mixed.unknown
             ),
             format!(
                 "  acknowledged writes: {} tenants, checked after every restart and at the end ({} checks)",
@@ -295,7 +301,7 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
             ))
         })
         .collect();
-    let mixed_tasks: Vec<_> = [Role::Creator, Role::Updater, Role::Updater, Role::Lister]
+    let mixed_tasks: Vec<_> = [Role::Creator, Role::Updater, Role::Updater, Role::Lister, Role::Deleter]
         .into_iter()
         .enumerate()
         .map(|(index, role)| {
@@ -328,10 +334,10 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
         cluster.reaped(&endpoint);
         // Replies read before the kill may still be on their way into the ledger.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let expected = ledger.snapshot();
+        let (expected, deletes) = (ledger.snapshot(), ledger.deletes());
         server = stopped.restart().await;
         endpoint = endpoint_of(&server, kill as usize);
-        let found = clients::verify_acknowledged(&endpoint.api(), &expected).await?;
+        let found = clients::verify_acknowledged(&endpoint.api(), &expected, &deletes).await?;
         summary.acknowledged_checks += 1;
         println!(
             "restarted; {} acknowledged tenants checked, {} missing or behind",
@@ -364,6 +370,7 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
         summary.mixed.reads += counts.reads;
         summary.mixed.lists += counts.lists;
         summary.mixed.conflicts += counts.conflicts;
+        summary.mixed.deletes += counts.deletes;
         summary.mixed.unknown += counts.unknown;
     }
 
@@ -389,7 +396,7 @@ async fn drive(options: &SoakOptions) -> Result<Summary> {
     summary.acknowledged = expected.len();
     summary.acknowledged_checks += 1;
     summary.violations.extend(
-        clients::verify_acknowledged(&api, &expected)
+        clients::verify_acknowledged(&api, &expected, &ledger.deletes())
             .await?
             .into_iter()
             .map(|found| format!("at the end: {found}")),
