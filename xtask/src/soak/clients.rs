@@ -334,7 +334,8 @@ pub(crate) async fn mixed_client(
                 }
             }
             Role::Deleter => {
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                // About half as often as the creator creates.
+                tokio::time::sleep(Duration::from_secs(1)).await;
                 let Some(name) = ledger.pick(&mut random) else { continue };
                 ledger.delete(&name, false);
                 match api.try_send(api.request(Method::DELETE, &tenant_path(&name))).await {
