@@ -292,8 +292,14 @@ async fn load(
         tenants = tenants.lock(LockType::Update);
     }
     let tenants = tenants.all(txn).await?;
-    let children =
-        object::Entity::find().filter(object::Column::Tenant.is_in(owners.iter().cloned())).all(txn).await?;
+    // Naming the kinds lets both databases walk the primary key,
+    // `(kind, tenant, name)`, instead of scanning every row.
+    let kinds = Kind::ALL.into_iter().filter(|kind| *kind != Kind::Tenant).map(Kind::as_str);
+    let children = object::Entity::find()
+        .filter(object::Column::Kind.is_in(kinds))
+        .filter(object::Column::Tenant.is_in(owners.iter().cloned()))
+        .all(txn)
+        .await?;
     for row in tenants.into_iter().chain(children) {
         base.insert(crate::render::key_of(&row)?, row);
     }

@@ -87,7 +87,14 @@ impl<'a> View<'a> {
     /// The rows inside `tenant`, of one kind or of all, sorted by kind and name.
     pub(crate) fn children(&self, tenant: &str, kind: Option<Kind>) -> Vec<object::Model> {
         let wanted = |key: &Key| key.tenant == tenant && kind.is_none_or(|kind| key.kind == kind);
-        let mut keys: Vec<&Key> = self.base.keys().filter(|key| wanted(key)).collect();
+        // The base is sorted by kind, tenant and name: each kind's children
+        // of `tenant` are one range of it.
+        let mut keys: Vec<&Key> = Vec::new();
+        for kind in Kind::ALL.into_iter().filter(|k| *k != Kind::Tenant && kind.is_none_or(|kind| kind == *k))
+        {
+            let from = Key::child(kind, tenant, "");
+            keys.extend(self.base.range(from..).map(|(key, _)| key).take_while(|key| wanted(key)));
+        }
         keys.extend(self.batch.keys().chain(self.own.keys()).filter(|key| wanted(key)));
         keys.sort_by(|a, b| (a.kind.as_str(), &a.name).cmp(&(b.kind.as_str(), &b.name)));
         keys.dedup();

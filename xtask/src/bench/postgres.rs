@@ -46,21 +46,17 @@ impl Figures {
              | PUT tenant on PostgreSQL | {:.0}/s |\n\
              | `pgbench` single-row inserts | {:.0}/s |\n\
              | ratio | {:.2}× |\n\n\
-             The target is 0.5×. A replica's writes are committed in batches (group commit, see
-             `docs/postgres.md`), so commits share the flushes of PostgreSQL's log as `pgbench`'s do.
-             What bounds both is CPU: the load generator, `cms-server` and PostgreSQL share {} logical
-             CPU(s). CPU time per operation, from `/proc`, over each whole run:
-
-             | Per operation | Server | Database | Client | Total |
-|---|---:|---:|---:|---:|
-             | PUT tenant | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |
-             | `pgbench` insert | | {:.0} µs | {:.0} µs | {:.0} µs |
-
-             A PUT is an HTTP request with authentication, validation and a JSON reply, and in the
-             database it locks its tenant, reads the tenant's rows, replaces the tenant row and logs an
-             event holding the whole object; a `pgbench` insert is one statement. The ratio therefore
-             follows the ratio of CPU time per operation on a machine this small, whatever the commit
-             path does.\n",
+             The target is 0.5×. A replica's writes are committed in batches (group commit, see\n\
+             `docs/postgres.md`), so its commits share the flushes of PostgreSQL's log, as `pgbench`'s\n\
+             do. What bounds both here is CPU: the load generator, `cms-server` and PostgreSQL share {}\n\
+             logical CPU(s). CPU time per operation, from `/proc`, over each whole run:\n\n\
+             | Per operation | Server | Database | Client | Total |\n|---|---:|---:|---:|---:|\n\
+             | PUT tenant | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |\n\
+             | `pgbench` insert | | {:.0} µs | {:.0} µs | {:.0} µs |\n\n\
+             A PUT is an HTTP request with authentication, validation and a JSON reply; in the\n\
+             database it locks its tenant, reads the tenant's rows, replaces the tenant row and logs an\n\
+             event holding the whole object. A `pgbench` insert is one statement. With every party on\n\
+             the same cores, the ratio of throughputs follows the ratio of CPU time per operation.\n",
             self.connections,
             self.puts_per_second,
             self.inserts_per_second,
