@@ -88,6 +88,15 @@ pub struct Authenticator {
     /// Login tokens that verified, with their user and expiry.
     logins: Mutex<HashMap<String, (String, i64)>>,
     api_tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
+    /// Held for writing while the first admin is being created; logins
+    /// wait for it.
+    setup: Arc<tokio::sync::RwLock<()>>,
+}
+
+/// Holds every login back until dropped: see [`Authenticator::hold_logins`].
+#[derive(Debug)]
+pub struct LoginsHeld {
+    _guard: tokio::sync::OwnedRwLockWriteGuard<()>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -110,7 +119,13 @@ impl Authenticator {
                 SecretSlice::from(bytes)
             }
         };
-        password::warm_up().await?;
+        // The fixed hash for unknown users costs as much as a login; it is
+        // made in the background so that it does not delay the start.
+        tokio::spawn(async {
+            if let Err(err) = password::warm_up().await {
+                tracing::warn!(error = %err, "could not prepare the hash for unknown users");
+            }
+        });
         Ok(Authenticator {
             accounts,
             tokens: LoginTokens::new(&key, options.login_ttl)?,
@@ -119,7 +134,15 @@ impl Authenticator {
             roles: Mutex::new(HashMap::new()),
             logins: Mutex::new(HashMap::new()),
             api_tokens: Mutex::new(HashMap::new()),
+            setup: Arc::new(tokio::sync::RwLock::new(())),
         })
+    }
+
+    /// Makes logins wait until the returned guard is dropped, so that a
+    /// server can serve while it creates its first admin and a login that
+    /// comes meanwhile still finds that admin.
+    pub async fn hold_logins(&self) -> LoginsHeld {
+        LoginsHeld { _guard: self.setup.clone().write_owned().await }
     }
 
     /// Exchanges a user name and password for a login token.
@@ -131,6 +154,7 @@ impl Authenticator {
         if let Some(retry_after) = self.throttle.check(user, Instant::now()) {
             return Err(AuthError::TooManyAttempts { retry_after });
         }
+        drop(self.setup.read().await);
         let record = match cms_model::validate_name("username", user) {
             Ok(()) => self.accounts.user(user.to_string()).await?,
             Err(_) => None,

@@ -18,20 +18,50 @@ pub async fn bootstrap_admin(
     if !auth.accounts().users().await?.is_empty() {
         return Ok(None);
     }
-    let (password, generated) = match password {
-        Some(password) => (password, false),
-        None => (SecretString::from(hex::encode(crate::random::bytes::<16>()?)), true),
-    };
-    let hash = crate::password::hash("CMS_BOOTSTRAP_ADMIN_PASSWORD", &password).await?;
+    create_first_admin(auth, FirstAdmin::prepare(password).await?).await
+}
+
+/// The first admin's password, with its hash made ahead of time: bcrypt
+/// takes a while, and a first start can hash while it creates the store.
+pub struct FirstAdmin {
+    password: SecretString,
+    generated: bool,
+    hash: String,
+}
+
+impl FirstAdmin {
+    /// Hashes `password`, or a generated one without it.
+    pub async fn prepare(password: Option<SecretString>) -> Result<FirstAdmin, AuthError> {
+        let (password, generated) = match password {
+            Some(password) => (password, false),
+            None => (SecretString::from(hex::encode(crate::random::bytes::<16>()?)), true),
+        };
+        let hash = crate::password::hash("CMS_BOOTSTRAP_ADMIN_PASSWORD", &password).await?;
+        Ok(FirstAdmin { password, generated, hash })
+    }
+}
+
+impl std::fmt::Debug for FirstAdmin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FirstAdmin").field("generated", &self.generated).finish_non_exhaustive()
+    }
+}
+
+/// Like [`bootstrap_admin`], with a password prepared beforehand; it is
+/// dropped when the store has users already.
+pub async fn create_first_admin(
+    auth: &Authenticator,
+    first: FirstAdmin,
+) -> Result<Option<SecretString>, AuthError> {
     let now = chrono::Utc::now();
     let record = cms_store::UserRecord {
         name: BOOTSTRAP_ADMIN.into(),
         role: UserRole::Admin,
-        password_hash: hash,
+        password_hash: first.hash,
         resource_version: 1,
         created_at: now,
         updated_at: now,
     };
     let created = auth.accounts().create_first_user(record).await?;
-    Ok((created && generated).then_some(password))
+    Ok((created && first.generated).then_some(first.password))
 }

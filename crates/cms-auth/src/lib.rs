@@ -18,8 +18,8 @@ mod permission;
 mod random;
 mod throttle;
 
-pub use authenticator::{AuthOptions, Authenticator, Caller, Credential};
-pub use bootstrap::{BOOTSTRAP_ADMIN, bootstrap_admin};
+pub use authenticator::{AuthOptions, Authenticator, Caller, Credential, LoginsHeld};
+pub use bootstrap::{BOOTSTRAP_ADMIN, FirstAdmin, bootstrap_admin, create_first_admin};
 pub use error::AuthError;
 pub use jwt::{LoginClaims, LoginTokens, SIGNING_KEY_SETTING};
 pub use permission::Permission;

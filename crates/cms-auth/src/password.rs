@@ -53,7 +53,9 @@ fn dummy_hash() -> Result<&'static str, AuthError> {
     Ok(DUMMY.get_or_init(|| hash))
 }
 
-/// Warms the fixed hash so the first unknown-user login is not slower.
+/// Warms the fixed hash so the first unknown-user login is not slower. (A
+/// login of an unknown user during the warm-up makes the hash itself, and
+/// takes longer, for that moment only.)
 pub async fn warm_up() -> Result<(), AuthError> {
     blocking(|| dummy_hash().map(|_| ())).await
 }

@@ -5,15 +5,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cms_auth::{AuthOptions, Authenticator, BOOTSTRAP_ADMIN, bootstrap_admin};
+use cms_auth::{
+    AuthError, AuthOptions, Authenticator, BOOTSTRAP_ADMIN, FirstAdmin, LoginsHeld, bootstrap_admin,
+    create_first_admin,
+};
 use cms_service::{AppState, HttpService, Secrets, ServiceOptions};
 use cms_store::{SqlStore, StoreOptions};
-use secrecy::{ExposeSecret, SecretSlice};
+use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::task::JoinHandle;
 
 use crate::provisioning::Provisioning;
 use crate::sealing;
-use crate::settings::Settings;
+use crate::settings::{DATABASE_FILE, Settings};
 
 /// How long in-flight requests get to finish after a shutdown signal.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
@@ -32,12 +36,28 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     store_options.event_retention = settings.event_retention;
     store_options.watch_buffer = settings.watch_buffer;
     store_options.audit_retention = settings.audit_retention;
+    // A first start on embedded SQLite will need the first admin: its
+    // password is hashed while the store is created.
+    let first_admin = (settings.database_url.is_none() && !settings.data_dir.join(DATABASE_FILE).exists())
+        .then(|| tokio::spawn(FirstAdmin::prepare(settings.bootstrap_admin_password.clone())));
     let store = SqlStore::open(&store_options).await.context("could not open the store")?;
 
     let sealer = sealing::sealer(&settings, store.as_ref()).await?;
     let secrets = Secrets::new(sealer, settings.secrets_options())
         .map_err(|err| anyhow::anyhow!("invalid secrets settings: {err}"))?;
-    let auth = authenticator(&settings, store.clone()).await?;
+    let auth = Arc::new(authenticator(&settings, store.clone()).await?);
+    // The first admin is created while the server already serves; a login
+    // that comes meanwhile waits for it.
+    let held = auth.hold_logins().await;
+    let password = settings.bootstrap_admin_password.clone();
+    let first_admin = tokio::spawn(create_admin(auth.clone(), password, first_admin, held));
+    let mut first_admin = std::pin::pin!(async move {
+        match first_admin.await {
+            Ok(Ok(())) => std::future::pending().await,
+            Ok(Err(err)) => err,
+            Err(err) => anyhow::Error::new(err),
+        }
+    });
     let options = ServiceOptions {
         body_limit: settings.body_limit,
         watch_heartbeat: settings.watch_heartbeat,
@@ -51,7 +71,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let provisioning = settings
         .provisioning
         .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
-    let state = AppState::new(store.clone(), Arc::new(auth), store, secrets.clone(), options);
+    let state = AppState::new(store.clone(), auth, store, secrets.clone(), options);
     let shutdown = state.shutdown.clone();
     let mut server = HttpService::start(&settings.listen, state, DRAIN)
         .with_context(|| format!("could not listen on {}", settings.listen))?;
@@ -62,6 +82,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
             result.context("the server failed")?;
             anyhow::bail!("the server stopped without a shutdown signal");
         }
+        err = &mut first_admin => return Err(err.context("could not create the first admin")),
         name = signals.next() => tracing::info!(signal = name, "shutting down"),
     }
     shutdown.cancel();
@@ -74,8 +95,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The authenticator, and the first admin on an empty store. A generated
-/// password is logged this once.
+/// The authenticator, with the login signing key.
 async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Result<Authenticator> {
     let options = AuthOptions {
         login_ttl: settings.login_token_ttl,
@@ -85,17 +105,33 @@ async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Res
             .map(|key| SecretSlice::from(key.expose_secret().as_bytes().to_vec())),
         ..AuthOptions::default()
     };
-    let auth = Authenticator::new(store, options).await.context("could not set up authentication")?;
-    let password = settings.bootstrap_admin_password.clone();
-    let generated = bootstrap_admin(&auth, password).await.context("could not create the first admin")?;
-    if let Some(password) = generated {
+    Authenticator::new(store, options).await.context("could not set up authentication")
+}
+
+/// The first admin on an empty store, with its password prepared ahead
+/// when there is `prepared`; logins are held until it exists. A generated
+/// password is logged this once.
+async fn create_admin(
+    auth: Arc<Authenticator>,
+    password: Option<SecretString>,
+    prepared: Option<JoinHandle<Result<FirstAdmin, AuthError>>>,
+    _held: LoginsHeld,
+) -> anyhow::Result<()> {
+    let generated = match prepared {
+        Some(prepared) => {
+            let prepared = prepared.await.context("hashing the first admin's password")?;
+            create_first_admin(&auth, prepared?).await
+        }
+        None => bootstrap_admin(&auth, password).await,
+    };
+    if let Some(password) = generated? {
         tracing::warn!(
             user = BOOTSTRAP_ADMIN,
             password = password.expose_secret(),
             "created the first admin with a generated password; it is shown only this once"
         );
     }
-    Ok(auth)
+    Ok(())
 }
 
 fn addresses(addrs: &[SocketAddr]) -> String {

@@ -17,6 +17,9 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
 /// Every key the file may hold.
+/// The embedded SQLite database, inside the data directory.
+pub(crate) const DATABASE_FILE: &str = "cms.db";
+
 const KEYS: &[&str] = &[
     "listen",
     "data_dir",
@@ -201,11 +204,12 @@ impl Settings {
         self.data_dir.join("secrets.key")
     }
 
-    /// The database URL, defaulting to SQLite in the data directory.
+    /// The URL of the store: `CMS_DATABASE_URL`, or SQLite's
+    /// [`DATABASE_FILE`] in the data directory.
     pub(crate) fn database_url(&self) -> String {
         match &self.database_url {
             Some(url) => url.expose_secret().to_string(),
-            None => format!("sqlite://{}/cms.db?mode=rwc", self.data_dir.display()),
+            None => format!("sqlite://{}/{DATABASE_FILE}?mode=rwc", self.data_dir.display()),
         }
     }
 

@@ -98,7 +98,7 @@ impl Report {
             text,
             "\nThe target for GET one tenant is at least 0.50× hello. Reads are served from an \
              in-memory cache that the store's event log keeps coherent; writes are durable SQLite \
-             transactions, one commit each. The load generator runs on the same machine and shares \
+             transactions, the writes waiting committed together (group commit). The load generator runs on the same machine and shares \
              its cores with the server, so on a small machine the hello baseline is partly bounded \
              by the generator and ratios near 1 understate the gap. Run `cargo xtask bench --help` \
              for the knobs. Tenants are stored before the servers start, each with three node groups \

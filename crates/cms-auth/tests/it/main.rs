@@ -3,7 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cms_auth::{AuthError, AuthOptions, Authenticator, Credential, Permission, bootstrap_admin};
+use cms_auth::{
+    AuthError, AuthOptions, Authenticator, Credential, FirstAdmin, Permission, bootstrap_admin,
+    create_first_admin,
+};
 use cms_model::UserRole;
 use cms_store::{Accounts, SqlStore, StoreOptions};
 use secrecy::{ExposeSecret, SecretString};
@@ -37,6 +40,24 @@ async fn bootstrap_creates_one_admin_once() {
     assert_eq!((caller.user.as_str(), caller.role), ("admin", UserRole::Admin));
     let stored = s.store.user("admin".into()).await.unwrap().unwrap();
     assert!(!stored.password_hash.contains(generated.expose_secret()));
+}
+
+#[tokio::test]
+async fn a_login_waits_for_the_first_admin_being_created() {
+    let s = Arc::new(setup().await);
+    let held = s.auth.hold_logins().await;
+    let login = tokio::spawn({
+        let s = s.clone();
+        async move { s.auth.login("admin", &secret("first-password")).await }
+    });
+    let first = FirstAdmin::prepare(Some(secret("first-password"))).await.expect("hash");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!login.is_finished(), "the login waits while logins are held");
+    assert!(create_first_admin(&s.auth, first).await.expect("create").is_none(), "the password was given");
+    drop(held);
+    login.await.expect("task").expect("the login finds the admin");
+    let again = FirstAdmin::prepare(None).await.expect("hash");
+    assert!(create_first_admin(&s.auth, again).await.expect("no-op").is_none(), "only on an empty store");
 }
 
 #[tokio::test]
