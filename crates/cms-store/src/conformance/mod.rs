@@ -29,7 +29,7 @@ macro_rules! conformance_suite {
             batched_writes_fail_alone,
             node_group_resources_are_tenant_spec, tenant_update_replaces_groups,
             tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
-            watch_resumes_from_log, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
+            watch_resumes_from_log, long_replays_come_in_pages, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
             reopen_sees_everything, projections,
             users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value,
             secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,

@@ -57,6 +57,28 @@ pub async fn watch_resumes_from_log(url: &str) {
     assert_eq!(event_of(next_event(&mut watch).await).1, "c");
 }
 
+/// A resume far behind replays the log page by page, every event in order,
+/// then goes on live.
+pub async fn long_replays_come_in_pages(url: &str) {
+    let store = open(url).await;
+    let names: Vec<String> = (0..2500).map(|i| format!("t{i}")).collect();
+    let creates = names.iter().map(|name| {
+        let store = store.clone();
+        let key = Key::tenant(name.clone());
+        tokio::spawn(async move { store.create(key, tenant_draft("1.31.0", None)).await })
+    });
+    for create in creates.collect::<Vec<_>>() {
+        create.await.expect("task").expect("create");
+    }
+    assert_eq!(store.revision(), 2500);
+    let mut watch = store.watch(Kind::Tenant, Some(0)).await.expect("watch");
+    for revision in 1..=2500 {
+        assert_eq!(event_of(next_event(&mut watch).await).2, revision);
+    }
+    store.create(Key::tenant("live"), tenant_draft("1.31.0", None)).await.expect("live");
+    assert_eq!(event_of(next_event(&mut watch).await), (EventType::Added, "live".to_string(), 2501));
+}
+
 pub async fn watch_refuses_compacted_and_future(url: &str) {
     let store = open_with(url, StoreOptions { event_retention: 5, ..StoreOptions::new(url) }).await;
     store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("a");
