@@ -93,22 +93,55 @@ pub(crate) async fn refresh(store: &dyn Store, tenant: &str) -> Result<Option<Ar
     let key = Key::tenant(tenant);
     for _ in 0..ATTEMPTS {
         let Some(object) = store.get(&key) else { return Ok(None) };
-        if !mentions_patches(&object) {
-            return Ok(Some(object));
-        }
-        let mut parsed: Tenant = object.parse().map_err(|err| ApiError::internal(&err))?;
-        if !apply(&mut parsed.status, &parsed.spec, &patch_names(store, tenant)) {
-            return Ok(Some(object));
-        }
-        let status = serde_json::to_value(&parsed.status).map_err(|err| ApiError::internal(&err))?;
-        match store.update_status(key.clone(), status, Some(object.resource_version)).await {
-            Ok(updated) => return Ok(Some(updated)),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(StoreError::NotFound(_)) => return Ok(None),
-            Err(other) => return Err(other.into()),
+        match settle(store, &object).await? {
+            Settled::Unchanged => return Ok(Some(object)),
+            Settled::Updated(updated) => return Ok(Some(updated)),
+            Settled::Gone => return Ok(None),
+            Settled::Raced => continue,
         }
     }
     Ok(store.get(&key))
+}
+
+/// Brings the condition up to date after a write of the tenant that left it
+/// as `written`, and returns what the writer should be answered: `written`,
+/// or the status write made on top of it. Never a later state made by
+/// another writer, whose write the answer would then claim.
+pub(crate) async fn after_write(store: &dyn Store, written: Arc<Object>) -> Result<Arc<Object>, ApiError> {
+    match settle(store, &written).await? {
+        Settled::Updated(updated) => Ok(updated),
+        Settled::Unchanged | Settled::Gone => Ok(written),
+        Settled::Raced => {
+            refresh(store, &written.key.name).await?;
+            Ok(written)
+        }
+    }
+}
+
+enum Settled {
+    Unchanged,
+    Updated(Arc<Object>),
+    Gone,
+    /// Another write came first.
+    Raced,
+}
+
+/// One attempt at writing the condition on `object`.
+async fn settle(store: &dyn Store, object: &Object) -> Result<Settled, ApiError> {
+    if !mentions_patches(object) {
+        return Ok(Settled::Unchanged);
+    }
+    let mut parsed: Tenant = object.parse().map_err(|err| ApiError::internal(&err))?;
+    if !apply(&mut parsed.status, &parsed.spec, &patch_names(store, &object.key.name)) {
+        return Ok(Settled::Unchanged);
+    }
+    let status = serde_json::to_value(&parsed.status).map_err(|err| ApiError::internal(&err))?;
+    match store.update_status(object.key.clone(), status, Some(object.resource_version)).await {
+        Ok(updated) => Ok(Settled::Updated(updated)),
+        Err(StoreError::Conflict { .. }) => Ok(Settled::Raced),
+        Err(StoreError::NotFound(_)) => Ok(Settled::Gone),
+        Err(other) => Err(other.into()),
+    }
 }
 
 /// A cheap test on the stored bytes: a tenant that neither refers to a patch

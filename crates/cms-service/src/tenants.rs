@@ -70,7 +70,7 @@ pub(crate) async fn update(
     let (draft, expected) = body.for_update::<TenantSpec, TenantStatus>(&name)?;
     let name = name.into_inner();
     let object = state.store.update(Key::tenant(name.clone()), draft, expected).await?;
-    let object = patch_refs::refresh(state.store.as_ref(), &name).await?.unwrap_or(object);
+    let object = patch_refs::after_write(state.store.as_ref(), object).await?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 

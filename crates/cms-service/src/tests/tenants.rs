@@ -94,6 +94,18 @@ async fn update_checks_name_and_version_before_the_store() {
 }
 
 #[actix_web::test]
+async fn update_answers_its_own_write_not_a_later_one() {
+    let mut store = MockStore::new();
+    store.expect_update().returning(|key, _, _| Ok(object(key, 2)));
+    // Another writer's change already reached the cache.
+    store.expect_get().returning(|key| Some(object(key.clone(), 3)));
+    let body = r#"{"metadata":{"name":"t1","resourceVersion":1},"spec":{"kubernetesVersion":"1.31.0"}}"#;
+    let reply = call(store, json_request(TestRequest::put().uri("/api/v1/tenants/t1"), body)).await;
+    assert_eq!(reply.status.as_u16(), 200);
+    assert_eq!(reply.json()["metadata"]["resourceVersion"], 2);
+}
+
+#[actix_web::test]
 async fn delete_is_202_with_the_marked_object() {
     let mut store = MockStore::new();
     store.expect_delete().returning(|key| Ok(Deleted::Marked(object(key, 4))));
