@@ -164,7 +164,13 @@ impl SqlStore {
                 }
             }
             Err(err) if jobs.len() == 1 => jobs.pop().expect("one job").finish(Err(err)),
-            Err(err) if !matches!(err, StoreError::Unavailable(_)) => {
+            // The database is away: running the writes alone would not help.
+            Err(StoreError::Unavailable(err)) => {
+                for job in jobs {
+                    job.finish(Err(StoreError::Unavailable(DbErr::Custom(err.to_string()))));
+                }
+            }
+            Err(err) => {
                 tracing::debug!(error = %err, writes = jobs.len(), "a batch failed; its writes run alone");
                 for job in jobs {
                     let mut alone = vec![job];
@@ -177,11 +183,6 @@ impl SqlStore {
                         }
                         Err(err) => job.finish(Err(err)),
                     }
-                }
-            }
-            Err(err) => {
-                for job in jobs {
-                    job.finish(Err(again(&err)));
                 }
             }
         }
@@ -401,13 +402,4 @@ async fn write_side(txn: &DatabaseTransaction, side: Vec<Side>, now: &str) -> Re
 
 fn stopped() -> StoreError {
     StoreError::Corrupt("the store's writer has stopped".into())
-}
-
-/// The same failure, for another write of the batch.
-fn again(err: &StoreError) -> StoreError {
-    match err {
-        StoreError::Unavailable(db) => StoreError::Unavailable(DbErr::Custom(db.to_string())),
-        StoreError::Database(db) => StoreError::Database(DbErr::Custom(db.to_string())),
-        other => StoreError::Corrupt(other.to_string()),
-    }
 }
