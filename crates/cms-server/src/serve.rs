@@ -38,7 +38,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     store_options.audit_retention = settings.audit_retention;
     // A first start on embedded SQLite will need the first admin: its
     // password is hashed while the store is created.
-    let first_admin = (settings.database_url.is_none() && !settings.data_dir.join(DATABASE_FILE).exists())
+    let prepared = (settings.database_url.is_none() && !settings.data_dir.join(DATABASE_FILE).exists())
         .then(|| tokio::spawn(FirstAdmin::prepare(settings.bootstrap_admin_password.clone())));
     let store = SqlStore::open(&store_options).await.context("could not open the store")?;
 
@@ -50,7 +50,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     // that comes meanwhile waits for it.
     let held = auth.hold_logins().await;
     let password = settings.bootstrap_admin_password.clone();
-    let first_admin = tokio::spawn(create_admin(auth.clone(), password, first_admin, held));
+    let first_admin = tokio::spawn(create_admin(auth.clone(), password, prepared, held));
     let mut first_admin = std::pin::pin!(async move {
         match first_admin.await {
             Ok(Ok(())) => std::future::pending().await,

@@ -23,7 +23,7 @@ use sea_orm::{
 };
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::api::{Key, WatchEvent};
+use crate::api::{EventType, Key, Object, WatchEvent};
 use crate::dialect;
 use crate::entity::{event, object, projection};
 use crate::error::StoreError;
@@ -157,12 +157,7 @@ impl SqlStore {
             let _ = before.await;
         }
         match result {
-            Ok((events, failures)) => {
-                self.publish(events).await;
-                for (job, failure) in jobs.into_iter().zip(failures) {
-                    job.finish(failure.map_or(Ok(()), Err));
-                }
-            }
+            Ok((events, failures)) => self.answer(jobs, events, failures).await,
             Err(err) if jobs.len() == 1 => jobs.pop().expect("one job").finish(Err(err)),
             // The database is away: running the writes alone would not help.
             Err(StoreError::Unavailable(err)) => {
@@ -174,17 +169,26 @@ impl SqlStore {
                 tracing::debug!(error = %err, writes = jobs.len(), "a batch failed; its writes run alone");
                 for job in jobs {
                     let mut alone = vec![job];
-                    let result = self.try_batch(&mut alone).await;
-                    let job = alone.pop().expect("one job");
-                    match result {
-                        Ok((events, mut failures)) => {
-                            self.publish(events).await;
-                            job.finish(failures.pop().flatten().map_or(Ok(()), Err));
-                        }
-                        Err(err) => job.finish(Err(err)),
+                    match self.try_batch(&mut alone).await {
+                        Ok((events, failures)) => self.answer(alone, events, failures).await,
+                        Err(err) => alone.pop().expect("one job").finish(Err(err)),
                     }
                 }
             }
+        }
+    }
+
+    /// Publishes a committed batch's events, then answers each of its
+    /// writers with its own failure, if any.
+    async fn answer(
+        &self,
+        jobs: Vec<Box<dyn Job>>,
+        events: Vec<WatchEvent>,
+        failures: Vec<Option<StoreError>>,
+    ) {
+        self.publish(events).await;
+        for (job, failure) in jobs.into_iter().zip(failures) {
+            job.finish(failure.map_or(Ok(()), Err));
         }
     }
 
@@ -245,7 +249,7 @@ impl SqlStore {
     async fn log(
         &self,
         txn: &DatabaseTransaction,
-        changes: Vec<(crate::api::EventType, Arc<crate::api::Object>)>,
+        changes: Vec<(EventType, Arc<Object>)>,
     ) -> Result<Vec<WatchEvent>, StoreError> {
         if changes.is_empty() {
             return Ok(Vec::new());

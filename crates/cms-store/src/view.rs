@@ -11,7 +11,7 @@ use cms_model::Kind;
 use crate::api::{EventType, Key, Object};
 use crate::entity::object;
 use crate::error::StoreError;
-use crate::render::{key_of, render};
+use crate::render::render;
 
 /// Rows by key; `None` is a row removed.
 pub(crate) type Overlay = HashMap<Key, Option<object::Model>>;
@@ -86,6 +86,12 @@ impl<'a> View<'a> {
 
     /// The rows inside `tenant`, of one kind or of all, sorted by kind and name.
     pub(crate) fn children(&self, tenant: &str, kind: Option<Kind>) -> Vec<object::Model> {
+        self.keys_inside(tenant, kind).iter().filter_map(|key| self.find(key).cloned()).collect()
+    }
+
+    /// The keys of the rows inside `tenant`, of one kind or of all, sorted by
+    /// kind and name.
+    pub(crate) fn keys_inside(&self, tenant: &str, kind: Option<Kind>) -> Vec<Key> {
         let wanted = |key: &Key| key.tenant == tenant && kind.is_none_or(|kind| key.kind == kind);
         // The base is sorted by kind, tenant and name: each kind's children
         // of `tenant` are one range of it.
@@ -98,7 +104,7 @@ impl<'a> View<'a> {
         keys.extend(self.batch.keys().chain(self.own.keys()).filter(|key| wanted(key)));
         keys.sort_by(|a, b| (a.kind.as_str(), &a.name).cmp(&(b.kind.as_str(), &b.name)));
         keys.dedup();
-        keys.into_iter().filter_map(|key| self.find(key).cloned()).collect()
+        keys.into_iter().filter(|key| self.find(key).is_some()).cloned().collect()
     }
 
     /// Adds a row; one already there is `AlreadyExists`.
@@ -169,11 +175,6 @@ impl<'a> View<'a> {
         let object = Arc::new(render(row, &groups)?);
         self.rendered = Some((self.stamp, key.clone(), object.clone()));
         Ok(object)
-    }
-
-    /// The keys of the rows inside `tenant`.
-    pub(crate) fn child_keys(&self, tenant: &str) -> Result<Vec<Key>, StoreError> {
-        self.children(tenant, None).iter().map(key_of).collect()
     }
 
     /// Ends the write: renders its events.

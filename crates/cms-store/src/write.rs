@@ -233,7 +233,7 @@ fn clear(view: &mut View<'_>, key: &Key, finalizer: &str) -> Result<Option<Arc<O
     if finalizers.is_empty() && deleting {
         let last = view.render(key)?;
         if key.kind == Kind::Tenant {
-            for child in view.child_keys(&key.name)? {
+            for child in view.keys_inside(&key.name, None) {
                 view.remove(&child)?;
             }
             view.side(Side::DropProjection(key.name.clone()));

@@ -60,7 +60,7 @@ impl Ledger {
     /// A tenant of the mixed load that no delete was sent for, picked at
     /// random.
     fn pick(&self, random: &mut Random) -> Option<String> {
-        let deletes = self.deletes();
+        let deletes = self.deletes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let acknowledged = self.acknowledged.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let names: Vec<&String> = acknowledged
             .keys()
