@@ -10,7 +10,7 @@ use prometheus_parse::{Scrape, Value as Sample};
 use crate::provisioning::{CONVERGE, Engine, eventually, metal_tenant, provisioned};
 
 /// The parsed scrape; a body the parser rejects fails the test.
-async fn scrape(api: &cms_e2e::Api) -> Scrape {
+pub(crate) async fn scrape(api: &cms_e2e::Api) -> Scrape {
     let reply = api.get("/metrics").await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let content_type = reply.header("content-type").unwrap_or_default();
@@ -20,7 +20,7 @@ async fn scrape(api: &cms_e2e::Api) -> Scrape {
 
 /// The sum of the samples of `name` whose labels include `labels`; for a
 /// histogram, its count.
-fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     scrape
         .samples
         .iter()

@@ -110,3 +110,54 @@ async fn resuming_before_the_retained_log_is_410_gone() {
     let (burst, _) = watch.initial_burst(FRAME_WAIT).await;
     assert_eq!(burst, ["alpha"]);
 }
+
+/// A watcher that stops reading is cut off once the data sent to it has
+/// stayed unread for `CMS_SEND_TIMEOUT`, although nothing polls its stream
+/// while its socket is full; its stream is dropped, and others go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_stops_reading_is_cut_off() {
+    use tokio::io::AsyncWriteExt;
+
+    use crate::metrics::{scrape, value};
+    use crate::provisioning::eventually;
+    // Zero-window probes back off from 200 ms: a few seconds at most.
+    const CUT_OFF: Duration = Duration::from_secs(30);
+
+    let server = Server::options().env("CMS_SEND_TIMEOUT", "1s").start().await;
+    let api = server.api();
+    let mut current = api.post(TENANTS, &tenant("stalled")).await.expect(201);
+    let open = |api: cms_e2e::Api| async move { value(&scrape(&api).await, "cms_watch_streams", &[]) };
+
+    // A watcher with a small receive window that never reads.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(server.addr()).await.unwrap();
+    let token = api.token().expect("the e2e client is logged in");
+    let request =
+        format!("GET {TENANTS}?watch=true HTTP/1.1\r\nHost: cms\r\nAuthorization: Bearer {token}\r\n\r\n");
+    stalled.write_all(request.as_bytes()).await.unwrap();
+    eventually("the stalled watch to open", CUT_OFF, || async {
+        (open(api.clone()).await == 1.0).then_some(())
+    })
+    .await;
+
+    // A reading watcher beside it, and changes enough to shut the stalled one's window.
+    let mut reader = Watch::open(&api, "", &[]).await;
+    reader.initial_burst(FRAME_WAIT).await;
+    for patch in 0..64 {
+        current["spec"]["kubernetesVersion"] = json!(format!("1.31.{patch}"));
+        current = api.put(&tenant_path("stalled"), &current).await.expect(200);
+        expect_event(&mut reader, "MODIFIED", "stalled").await;
+    }
+    eventually("the stalled watcher to be cut off", CUT_OFF, || async {
+        (open(api.clone()).await == 1.0).then_some(())
+    })
+    .await;
+
+    // The reading watcher still hears every change.
+    current["spec"]["kubernetesVersion"] = json!("1.32.0");
+    api.put(&tenant_path("stalled"), &current).await.expect(200);
+    let frame = expect_event(&mut reader, "MODIFIED", "stalled").await;
+    assert_eq!(frame.object()["spec"]["kubernetesVersion"], "1.32.0");
+    drop(stalled);
+}

@@ -61,6 +61,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let options = ServiceOptions {
         body_limit: settings.body_limit,
         watch_heartbeat: settings.watch_heartbeat,
+        send_timeout: settings.send_timeout,
         insecure_disable_auth: settings.insecure_disable_auth,
     };
     if options.insecure_disable_auth {

@@ -26,6 +26,7 @@ const KEYS: &[&str] = &[
     "database_url",
     "body_limit",
     "watch_heartbeat",
+    "send_timeout",
     "event_retention",
     "watch_buffer",
     "audit_retention",
@@ -68,6 +69,10 @@ pub(crate) struct Settings {
     /// How often watch streams send a heartbeat, such as `15s`.
     #[serde(deserialize_with = "duration")]
     pub(crate) watch_heartbeat: Duration,
+    /// How long sent data may stay unread by a client before its connection
+    /// is closed, such as `60s`.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) send_timeout: Duration,
     /// How many events the log keeps for watchers that resume.
     pub(crate) event_retention: u64,
     /// How many events a watcher may fall behind before it is disconnected.
@@ -143,6 +148,7 @@ impl Default for Settings {
             database_url: None,
             body_limit: service.body_limit,
             watch_heartbeat: service.watch_heartbeat,
+            send_timeout: service.send_timeout,
             event_retention: store.event_retention,
             watch_buffer: store.watch_buffer,
             audit_retention: store.audit_retention,
@@ -236,6 +242,11 @@ impl Settings {
         if self.watch_heartbeat.is_zero() {
             bail!("CMS_WATCH_HEARTBEAT must be longer than zero");
         }
+        if self.send_timeout < Duration::from_millis(1)
+            || self.send_timeout > Duration::from_secs(u32::MAX as u64 / 1000)
+        {
+            bail!("CMS_SEND_TIMEOUT must be between 1ms and 49 days");
+        }
         if self.watch_buffer == 0 {
             bail!("CMS_WATCH_BUFFER must be at least 1");
         }
@@ -322,6 +333,7 @@ mod tests {
         assert_eq!(settings.listen, "0.0.0.0:8080");
         assert_eq!(settings.database_url(), "sqlite://./data/cms.db?mode=rwc");
         assert_eq!(settings.watch_heartbeat, Duration::from_secs(15));
+        assert_eq!(settings.send_timeout, Duration::from_secs(60));
         assert_eq!(settings.body_limit, 1024 * 1024);
         assert!(settings.secrets_key.is_none());
         assert_eq!(settings.secrets_key_file(), PathBuf::from("./data/secrets.key"));
@@ -362,6 +374,7 @@ mod tests {
             env(&[
                 ("CMS_LISTEN", "127.0.0.1:0"),
                 ("CMS_WATCH_HEARTBEAT", "2s"),
+                ("CMS_SEND_TIMEOUT", "5s"),
                 ("CMS_EVENT_RETENTION", "50"),
                 ("CMS_AUDIT_RETENTION", "5000"),
                 ("CMS_TOFU_BINARY", "/usr/bin/tofu"),
@@ -374,6 +387,7 @@ mod tests {
         assert_eq!(settings.database_url(), "sqlite:///srv/cms/cms.db?mode=rwc");
         assert_eq!(settings.body_limit, 2048);
         assert_eq!(settings.watch_heartbeat, Duration::from_secs(2));
+        assert_eq!(settings.send_timeout, Duration::from_secs(5));
         assert_eq!(settings.event_retention, 50);
         assert_eq!(settings.audit_retention, 5000);
     }
@@ -389,6 +403,7 @@ mod tests {
         assert!(settings.is_postgres());
         assert!(!format!("{settings:?}").contains("pw-7f3a9"), "the database password never prints");
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "15")]).contains("not a duration"));
+        assert!(message(&[("CMS_SEND_TIMEOUT", "0s")]).contains("CMS_SEND_TIMEOUT"));
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "0s")]).contains("longer than zero"));
         assert!(message(&[("CMS_BODY_LIMIT", "lots")]).contains("invalid configuration"));
         assert!(message(&[("CMS_LOGIN_SIGNING_KEY", "short")]).contains("at least 32 bytes"));

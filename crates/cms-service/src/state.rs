@@ -23,6 +23,10 @@ pub struct ServiceOptions {
     pub body_limit: usize,
     /// How often a watch stream sends a `: heartbeat` comment.
     pub watch_heartbeat: Duration,
+    /// How long a connection's sent data may stay unacknowledged, or its
+    /// peer's window shut, before the connection is closed: a watcher that
+    /// stops reading is cut off, and its buffers are freed.
+    pub send_timeout: Duration,
     /// Serves every route to anyone, as admin. Only for benchmarks and
     /// handler tests; the server allows it on loopback addresses only.
     pub insecure_disable_auth: bool,
@@ -33,6 +37,8 @@ impl ServiceOptions {
     pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
     /// 15 seconds.
     pub const DEFAULT_WATCH_HEARTBEAT: Duration = Duration::from_secs(15);
+    /// 60 seconds.
+    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 }
 
 impl Default for ServiceOptions {
@@ -40,6 +46,7 @@ impl Default for ServiceOptions {
         ServiceOptions {
             body_limit: ServiceOptions::DEFAULT_BODY_LIMIT,
             watch_heartbeat: ServiceOptions::DEFAULT_WATCH_HEARTBEAT,
+            send_timeout: ServiceOptions::DEFAULT_SEND_TIMEOUT,
             insecure_disable_auth: false,
         }
     }
