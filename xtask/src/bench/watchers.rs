@@ -62,7 +62,8 @@ impl Figures {
              and the last watcher hears a change no sooner than the CPU time of all its deliveries\n\
              spread over the cores (the last row). Most of the server's share is the kernel's: one\n\
              `send` per watcher, which on loopback also runs the receiving socket's TCP processing\n\
-             and wakes the load generator's thread.\n",
+             and wakes the load generator's thread. A watcher that stops reading is cut off once\n\
+             what was sent to it stays unread for `CMS_SEND_TIMEOUT` (`tests/e2e/watch.rs`).\n",
             self.watchers,
             self.changes,
             SPACING.as_millis(),
