@@ -53,6 +53,10 @@ pub(crate) struct BenchOptions {
     /// Reconciles at once in the provisioning bench.
     #[arg(long, default_value_t = 4)]
     provision_concurrency: usize,
+    /// Metal tenants in the idle resync of the provisioning bench: those
+    /// beyond `--provision-tenants` are reconciled first, untimed.
+    #[arg(long, default_value_t = 1000)]
+    resync_tenants: usize,
     /// Runs only the provisioning bench and prints its figures.
     #[arg(long)]
     provisioning_only: bool,
@@ -96,6 +100,7 @@ fn provisioning_figures(
     println!("reconciling {} metal tenants with {}", options.provision_tenants, shim.display());
     runtime.block_on(provisioning::measure(
         options.provision_tenants,
+        options.resync_tenants,
         options.provision_concurrency,
         shim,
         cli_config,
