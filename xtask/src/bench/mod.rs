@@ -402,8 +402,8 @@ fn footprint_markdown(footprints: &[Footprint]) -> String {
 }
 
 /// The watch fan-out bench on a server of its own (an empty store), with a
-/// client runtime of one thread, which leaves the
-/// server's two workers the most of the machine.
+/// client runtime of one thread, which leaves the server's workers the most
+/// of the machine.
 fn watch_fan_out(options: &BenchOptions, binary: &std::path::Path) -> Result<watchers::Figures> {
     let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?.0;
     ensure!(
