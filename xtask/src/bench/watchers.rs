@@ -196,7 +196,7 @@ async fn watch(
                 // Live events carry `id:` too; the sync frame is an `id:` alone.
                 // A frame may follow a chunk's size line.
                 if let Some(version) = resource_version(frame) {
-                    seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.push((version, now));
+                    seen.lock().map_err(|_| anyhow::anyhow!("a watcher panicked"))?.push((version, now));
                 } else if (frame.starts_with(b"id: ") || frame.windows(5).any(|window| window == b"\nid: "))
                     && let Some(ready) = ready.take()
                 {
@@ -255,7 +255,8 @@ mod tests {
 
     #[test]
     fn versions_come_from_the_object() {
-        let frame = br#"id: 7\ndata: {"type":"MODIFIED","object":{"metadata":{"resourceVersion":42}}}"#;
+        let frame =
+            b"id: 7\ndata: {\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"resourceVersion\":42}}}\n\n";
         assert_eq!(resource_version(frame), Some(42));
         assert_eq!(resource_version(b"id: 7\n\n"), None);
     }
