@@ -7,6 +7,9 @@
 //! watch stream frame by frame, [`fixtures`] builds request bodies, and
 //! [`cli::Cli`] runs the real `cms` client binary against a server.
 //!
+//! [`parse_listening`] (with [`strip_ansi`]) finds the address in a server's
+//! `listening on <addr>` log line, for anything that starts a server.
+//!
 //! [`nodes`] runs fake Talos nodes (`cms-fake-node`) and writes machines into
 //! a stopped server's store, as the reconciler would.
 //!
@@ -26,6 +29,7 @@ pub use api::{Api, REQUEST_TIMEOUT, Reply};
 pub use binary::{cli_binary, server_binary};
 pub use server::{
     ADMIN_PASSWORD, ADMIN_USER, DataDir, START_TIMEOUT, STOP_TIMEOUT, Server, ServerOptions, Stopped,
+    parse_listening, strip_ansi,
 };
 pub use watch::{Frame, OpenFailure, Watch};
 

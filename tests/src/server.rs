@@ -349,9 +349,12 @@ async fn wait_for_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus>
     }
 }
 
-/// Finds the address in a line that contains `listening on <addr>`, ignoring
-/// colour codes, a URL scheme and surrounding punctuation.
-fn parse_listening(line: &str) -> Option<SocketAddr> {
+/// Finds the address in a log line that contains `listening on <addr>`,
+/// ignoring colour codes, a URL scheme and surrounding punctuation; `None`
+/// when the line announces no address. The servers log this line once they
+/// accept connections, so whoever starts one (these tests, `xtask bench`)
+/// waits for it.
+pub fn parse_listening(line: &str) -> Option<SocketAddr> {
     let plain = strip_ansi(line);
     let (_, rest) = plain.split_once("listening on ")?;
     let rest = rest.trim_start_matches(['"', '\'', '`', ' ']);
@@ -362,7 +365,9 @@ fn parse_listening(line: &str) -> Option<SocketAddr> {
     rest[..end].parse().ok()
 }
 
-fn strip_ansi(line: &str) -> String {
+/// The line without its ANSI escape sequences (colours, bold), as a terminal
+/// would show it.
+pub fn strip_ansi(line: &str) -> String {
     let mut plain = String::with_capacity(line.len());
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
@@ -381,7 +386,7 @@ fn strip_ansi(line: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_listening;
+    use super::{parse_listening, strip_ansi};
 
     #[test]
     fn listening_lines_are_parsed() {
@@ -390,9 +395,16 @@ mod tests {
         };
         check("2026-01-01T00:00:00Z  INFO cms_server: listening on 127.0.0.1:4242", Some("127.0.0.1:4242"));
         check("\u{1b}[32m INFO\u{1b}[0m listening on \u{1b}[1m127.0.0.1:80\u{1b}[0m", Some("127.0.0.1:80"));
+        check("\u{1b}[2mlistening on\u{1b}[0m 127.0.0.1:1", Some("127.0.0.1:1"));
         check("INFO listening on http://127.0.0.1:9/ addr=x", Some("127.0.0.1:9"));
         check("INFO listening on [::1]:8080", Some("[::1]:8080"));
         check("INFO listening on \"127.0.0.1:7\", workers=2", Some("127.0.0.1:7"));
         check("INFO starting", None);
+    }
+
+    #[test]
+    fn escape_sequences_are_stripped() {
+        assert_eq!(strip_ansi("\u{1b}[32m INFO\u{1b}[0m \u{1b}[1;31mready\u{1b}[0m"), " INFO ready");
+        assert_eq!(strip_ansi("plain"), "plain");
     }
 }

@@ -12,6 +12,11 @@
 //! - No test is switched off with an ignore attribute, and none expects a panic.
 //! - The client CLI speaks HTTP only: of the workspace's crates it uses
 //!   `cms-model` alone.
+//! - Every dependency edge is pinned: each normal or build dependency of a
+//!   crate under `crates/` on another, optional ones included, is a row of the
+//!   table in `invariants/edges.rs` with the reason it exists, and each row is
+//!   still an edge. A new arrow fails until the table and `ARCHITECTURE.md`
+//!   say why.
 //! - The operator guide documents every setting: each `CMS_*` variable that
 //!   the server's `settings.rs` names appears in `docs/operations.md`.
 
@@ -46,6 +51,7 @@ pub(crate) fn check() -> Result<()> {
     broken.extend(model_does_no_io(&graph));
     broken.extend(owned_families(&graph));
     broken.extend(client_speaks_http_only(&graph));
+    broken.extend(edges::edges_are_pinned(&metadata, edges::EDGES)?);
     broken.extend(tests_are_not_switched_off(&workspace_root())?);
     broken.extend(only_the_driver_spawns(&workspace_root())?);
     broken.extend(test_support_stays_out_of_the_server()?);
@@ -305,6 +311,8 @@ fn cms_names(text: &str) -> BTreeSet<String> {
         .map(str::to_string)
         .collect()
 }
+
+mod edges;
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,9 @@
 //! names are camelCase on the wire and unknown fields are rejected everywhere,
 //! so a typo such as `"cout": 3` is an error rather than a silent default.
 //!
+//! [`patch_refs`] decides a tenant's `ConfigPatchesResolved` condition from
+//! its refs and the patches that exist.
+//!
 //! The crate does no IO: it is shared by the server, the store, the reconciler
 //! and the command-line client.
 
@@ -14,6 +17,7 @@ mod machine;
 mod meta;
 mod node_group;
 mod parse;
+pub mod patch_refs;
 mod projected;
 mod tenant;
 mod user;

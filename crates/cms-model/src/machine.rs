@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::meta::Resource;
-use crate::node_group::Role;
+use crate::node_group::{NodeGroupSpec, Role};
 
 /// A machine resource. Its `metadata.name` is the machine id.
 pub type Machine = Resource<MachineSpec, MachineStatus>;
@@ -46,4 +46,17 @@ pub struct MachineStatus {
     pub talos_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
+}
+
+impl Machine {
+    /// The machine's role: its node group's, found in `groups`, or for a
+    /// machine that names no group, the role it reported. `None` when its
+    /// group is not in `groups` or it names no group and reported none.
+    /// Every part of `cms` that needs a machine's role asks this.
+    pub fn role(&self, groups: &[NodeGroupSpec]) -> Option<Role> {
+        match &self.spec.node_group {
+            Some(name) => groups.iter().find(|group| group.name == *name).map(|group| group.role),
+            None => self.status.role,
+        }
+    }
 }

@@ -103,6 +103,16 @@ impl ObjectMeta {
         ObjectMeta { name: name.into(), ..ObjectMeta::default() }
     }
 
+    /// The `resourceVersion` a replacement was read at, which it must carry.
+    pub fn read_at(&self) -> Result<u64, FieldError> {
+        self.resource_version.ok_or_else(|| {
+            FieldError::new(
+                "metadata.resourceVersion",
+                "is required on update; read the object and send its version back",
+            )
+        })
+    }
+
     /// Checks the user-settable parts: the name and the label and annotation keys.
     pub fn validate(&self) -> Result<(), FieldError> {
         validate_name("metadata.name", &self.name)?;

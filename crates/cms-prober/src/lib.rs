@@ -9,10 +9,10 @@
 //! tenant with bounded parallelism.
 //!
 //! The seams: the node API ([`cms_nodeapi::NodeApi`]), the tenant's
-//! credentials ([`TenantCredentials`]) and the clock.
+//! credentials (`cms_tenancy::TenantCredentials`, whose real one opens the
+//! tenant's sealed bundle) and the clock.
 
 mod clock;
-mod credentials;
 mod error;
 mod health;
 mod probe;
@@ -21,9 +21,6 @@ mod prober;
 #[cfg(any(test, feature = "testsuite"))]
 pub use clock::MockClock;
 pub use clock::{Clock, ManualClock, SystemClock};
-#[cfg(any(test, feature = "testsuite"))]
-pub use credentials::MockTenantCredentials;
-pub use credentials::TenantCredentials;
 pub use error::ProberError;
 pub use health::{Health, NO_CREDENTIALS, NO_REACHABLE_MACHINES};
 pub use prober::{Prober, ProberOptions};

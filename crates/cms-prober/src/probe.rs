@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-use cms_model::{Kind, Page};
+use cms_model::{Kind, Machine, NodeGroupSpec, Role, Tenant};
 use cms_nodeapi::{NodeApi, NodeCredentials, NodeTarget};
-use cms_store::{Object, Store};
-use serde_json::Value;
+use cms_store::{Key, Store};
 
 /// A machine as a probe sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,25 +17,31 @@ pub(crate) struct ProbeTarget {
 }
 
 impl ProbeTarget {
-    fn from_object(object: &Object) -> ProbeTarget {
-        let value: Value = object.parse().unwrap_or(Value::Null);
-        let rank = match value.pointer("/status/role").and_then(Value::as_str) {
-            Some("controlplane") => 0,
-            Some("worker") => 1,
-            _ => 2,
+    /// The target of a machine whose role [`Machine::role`] reads from
+    /// `groups`, its tenant's node groups.
+    fn new(machine: &Machine, groups: &[NodeGroupSpec]) -> ProbeTarget {
+        let rank = match machine.role(groups) {
+            Some(Role::ControlPlane) => 0,
+            Some(Role::Worker) => 1,
+            None => 2,
         };
-        let address = value.pointer("/spec/managementAddress").and_then(Value::as_str).map(str::to_string);
-        ProbeTarget { name: object.key.name.clone(), rank, address }
+        let address = machine.spec.management_address.clone();
+        ProbeTarget { name: machine.metadata.name.clone(), rank, address }
     }
 }
 
 /// The machines of `tenant` in probing order: control planes, then workers,
-/// then the rest, each by name.
+/// then the rest, each by name. A machine that does not parse is left out.
 pub(crate) fn machines(store: &dyn Store, tenant: &str) -> Vec<ProbeTarget> {
-    let page = Page { limit: usize::MAX, offset: 0 };
-    let listing = store.list(Kind::Machine, Some(tenant.to_string()), page);
-    let mut targets: Vec<ProbeTarget> =
-        listing.items.iter().map(|object| ProbeTarget::from_object(object)).collect();
+    let spec =
+        store.get(&Key::tenant(tenant)).and_then(|object| object.parse::<Tenant>().ok()).map(|t| t.spec);
+    let groups = spec.as_ref().and_then(|spec| spec.node_groups.as_deref()).unwrap_or_default();
+    let mut targets: Vec<ProbeTarget> = store
+        .all(Kind::Machine, Some(tenant.to_string()))
+        .iter()
+        .filter_map(|object| object.parse::<Machine>().ok())
+        .map(|machine| ProbeTarget::new(&machine, groups))
+        .collect();
     targets.sort_by(|a, b| (a.rank, &a.name).cmp(&(b.rank, &b.name)));
     targets
 }
@@ -77,20 +82,12 @@ pub(crate) async fn first_answer(
 mod tests {
     use std::sync::Arc;
 
-    use cms_model::Kind;
     use cms_nodeapi::{MockNodeApi, NodeApiError, NodeVersion};
-    use cms_store::{Key, Object};
 
     use super::*;
 
-    fn object(name: &str, json: &str) -> Object {
-        Object {
-            key: Key::child(Kind::Machine, "t", name),
-            resource_version: 1,
-            generation: 1,
-            deleting: false,
-            json: json.to_string().into_bytes().into(),
-        }
+    fn machine(json: &str) -> Machine {
+        serde_json::from_str(json).expect("a machine")
     }
 
     fn target(name: &str, rank: u8, address: Option<&str>) -> ProbeTarget {
@@ -98,15 +95,19 @@ mod tests {
     }
 
     #[test]
-    fn roles_and_addresses_are_read_from_the_machine() {
-        let cp = object(
-            "m",
-            r#"{"spec":{"managementAddress":"10.0.0.1:50000"},"status":{"role":"controlplane"}}"#,
+    fn roles_come_from_the_node_group_and_addresses_from_the_machine() {
+        let groups: Vec<NodeGroupSpec> = serde_json::from_str(
+            r#"[{"name":"cp","role":"controlplane","count":1,"providerClass":"metal:x"}]"#,
+        )
+        .unwrap();
+        let cp = machine(
+            r#"{"metadata":{"name":"m"},"spec":{"managementAddress":"10.0.0.1:50000","nodeGroup":"cp"},"status":{"role":"worker"}}"#,
         );
-        assert_eq!(ProbeTarget::from_object(&cp), target("m", 0, Some("10.0.0.1:50000")));
-        let worker = object("w", r#"{"spec":{},"status":{"role":"worker"}}"#);
-        assert_eq!(ProbeTarget::from_object(&worker), target("w", 1, None));
-        assert_eq!(ProbeTarget::from_object(&object("x", "{}")), target("x", 2, None));
+        assert_eq!(ProbeTarget::new(&cp, &groups), target("m", 0, Some("10.0.0.1:50000")));
+        let worker = machine(r#"{"metadata":{"name":"w"},"spec":{},"status":{"role":"worker"}}"#);
+        assert_eq!(ProbeTarget::new(&worker, &groups), target("w", 1, None));
+        let orphan = machine(r#"{"metadata":{"name":"x"},"spec":{"nodeGroup":"gone"},"status":{}}"#);
+        assert_eq!(ProbeTarget::new(&orphan, &groups), target("x", 2, None));
     }
 
     #[tokio::test]

@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cms_model::{Kind, Page};
+use cms_model::Kind;
 use cms_nodeapi::NodeApi;
 use cms_store::{Key, Store};
+use cms_tenancy::{TenancyError, TenantCredentials};
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
 use crate::clock::Clock;
-use crate::credentials::TenantCredentials;
 use crate::error::ProberError;
 use crate::health::{Health, NO_CREDENTIALS, NO_REACHABLE_MACHINES};
 use crate::probe;
@@ -98,14 +98,8 @@ impl Prober {
     /// The health of every tenant, by name, probing up to
     /// [`ProberOptions::parallelism`] at once.
     pub async fn all(&self) -> Vec<Health> {
-        let page = Page { limit: usize::MAX, offset: 0 };
-        let names: Vec<String> = self
-            .store
-            .list(Kind::Tenant, None, page)
-            .items
-            .iter()
-            .map(|object| object.key.name.clone())
-            .collect();
+        let names: Vec<String> =
+            self.store.all(Kind::Tenant, None).iter().map(|object| object.key.name.clone()).collect();
         futures_util::stream::iter(names)
             .map(|name| async move { self.tenant(&name).await })
             .buffered(self.options.parallelism.max(1))
@@ -140,12 +134,9 @@ impl Prober {
     async fn probe(&self, tenant: &str) -> Finished {
         let machines = probe::machines(self.store.as_ref(), tenant);
         let count = machines.len() as u64;
-        let Some(credentials) = self.credentials.credentials(tenant).await else {
-            metrics::counter!("cms_probes_total", "result" => "no_credentials").increment(1);
-            return Finished {
-                health: Health::unreachable(tenant, count, NO_CREDENTIALS),
-                at: self.clock.now(),
-            };
+        let credentials = match self.credentials.credentials(tenant).await {
+            Ok(credentials) => credentials,
+            Err(err) => return self.without_credentials(tenant, count, &err),
         };
         let answer = probe::first_answer(
             self.client.as_ref(),
@@ -162,5 +153,15 @@ impl Prober {
         };
         metrics::counter!("cms_probes_total", "result" => result).increment(1);
         Finished { health, at }
+    }
+
+    /// The result for a tenant whose credentials cannot be made: it has no
+    /// secrets (being deleted), or they cannot be opened now, which is logged.
+    fn without_credentials(&self, tenant: &str, count: u64, err: &TenancyError) -> Finished {
+        if !matches!(err, TenancyError::NoSecrets(_)) {
+            tracing::warn!(tenant, "cannot make the tenant's node API credentials for a probe: {err}");
+        }
+        metrics::counter!("cms_probes_total", "result" => "no_credentials").increment(1);
+        Finished { health: Health::unreachable(tenant, count, NO_CREDENTIALS), at: self.clock.now() }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cms_model::{Kind, Page};
+use cms_model::Kind;
 use cms_store::{EventType, WatchItem, WatchStream};
 use futures_util::StreamExt;
 use tokio::sync::{Semaphore, mpsc};
@@ -177,16 +177,7 @@ async fn leased(tenant: &str, ctx: &Context, options: &LeaseOptions) -> Result<A
 }
 
 fn tenant_names(ctx: &Context) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut offset = 0;
-    loop {
-        let page = ctx.store.list(Kind::Tenant, None, Page { limit: 1000, offset });
-        names.extend(page.items.iter().map(|object| object.key.name.clone()));
-        offset += page.items.len();
-        if page.items.is_empty() || offset as u64 >= page.total {
-            return names;
-        }
-    }
+    ctx.store.all(Kind::Tenant, None).iter().map(|object| object.key.name.clone()).collect()
 }
 
 /// Turns store events into triggers: a tenant whose generation or deletion

@@ -1,6 +1,7 @@
 //! The reconciler's error type: what failed in one reconcile.
 
 use cms_store::StoreError;
+use cms_tenancy::TenancyError;
 use cms_tofu::TofuError;
 
 /// Why a reconcile did not converge; the error policy requeues it.
@@ -15,6 +16,14 @@ pub enum ReconcileError {
     /// The tenant's spec cannot be provisioned as it stands.
     #[error("{0}")]
     Invalid(String),
+    /// The machine config that a node group's cloud instances boot with
+    /// could not be rendered.
+    #[error("node group {group:?}: {source}")]
+    Render {
+        group: String,
+        #[source]
+        source: TenancyError,
+    },
     /// A stored object could not be read back.
     #[error("stored {what} is unreadable: {source}")]
     Corrupt {
@@ -22,4 +31,17 @@ pub enum ReconcileError {
         #[source]
         source: serde_json::Error,
     },
+}
+
+impl ReconcileError {
+    /// Whether the failure is of the moment (the database away, a
+    /// background task dead) rather than of the tenant: such a reconcile is
+    /// retried with backoff and the tenant is not marked failed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ReconcileError::Store(StoreError::Unavailable(_)) => true,
+            ReconcileError::Render { source, .. } => source.is_transient(),
+            _ => false,
+        }
+    }
 }

@@ -5,7 +5,8 @@
 //!
 //! It records the projection of the tool's state, keeps the machines in the
 //! store in line with it, applies `metal` machine configs and waits for
-//! machines to answer through the [`NodeClient`] seam, writes tenant status
+//! machines to answer through `cms_tenancy`'s `NodeClient` seam (and renders
+//! cloud user data through its `MachineConfigs`), writes tenant status
 //! (phase, `ready`, conditions, `observedGeneration`, `lastAppliedAt`) and
 //! carries out tenant deletion.
 
@@ -13,7 +14,6 @@ mod action;
 mod controller;
 mod error;
 mod machines;
-mod nodes;
 mod plan;
 mod reconcile;
 mod rollout;
@@ -24,12 +24,7 @@ pub use action::{Action, Backoff};
 pub use controller::{ControllerOptions, run};
 pub use error::ReconcileError;
 pub use machines::{NODE_API_PORT, management_address};
-#[cfg(any(test, feature = "testsuite"))]
-pub use nodes::MockNodeClient;
-pub use nodes::{NodeClient, NodeRef};
-#[cfg(any(test, feature = "testsuite"))]
-pub use plan::MockMachineConfigs;
-pub use plan::{MachineConfigs, desired, machine_id};
+pub use plan::{desired, machine_id};
 pub use reconcile::{APPLIED_ANNOTATION, Context, LeaseOptions, NODE_RETRY, reconcile};
 pub use rollout::{PAUSED_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
 pub use settle::CONFIG_HASH_ANNOTATION;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Page, Projected};
+use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Projected};
 use cms_store::{Draft, FINALIZER_MACHINES, Key, Store};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
@@ -16,20 +16,13 @@ pub const NODE_API_PORT: u16 = 50000;
 /// The machines of a tenant in the store, by id.
 pub(crate) fn stored(store: &dyn Store, tenant: &str) -> Result<BTreeMap<String, Machine>, ReconcileError> {
     let mut machines = BTreeMap::new();
-    let mut offset = 0;
-    loop {
-        let page = store.list(Kind::Machine, Some(tenant.to_string()), Page { limit: 1000, offset });
-        for object in &page.items {
-            let machine: Machine = object
-                .parse()
-                .map_err(|source| ReconcileError::Corrupt { what: object.key.to_string(), source })?;
-            machines.insert(object.key.name.clone(), machine);
-        }
-        offset += page.items.len();
-        if page.items.is_empty() || offset as u64 >= page.total {
-            return Ok(machines);
-        }
+    for object in store.all(Kind::Machine, Some(tenant.to_string())) {
+        let machine: Machine = object
+            .parse()
+            .map_err(|source| ReconcileError::Corrupt { what: object.key.to_string(), source })?;
+        machines.insert(object.key.name.clone(), machine);
     }
+    Ok(machines)
 }
 
 /// A machine as the projection and the plan describe it.

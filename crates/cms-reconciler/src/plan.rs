@@ -2,19 +2,11 @@
 //! group, with the stable id `<group>-<index>`. Scaling a group down drops
 //! its highest indexes, the newest machines, first.
 
-use async_trait::async_trait;
-use cms_model::{Provider, Role, Tenant};
+use cms_model::{Provider, Tenant};
+use cms_tenancy::MachineConfigs;
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
 use crate::ReconcileError;
-
-/// Renders the machine config that cloud instances boot with (their user data).
-#[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
-#[async_trait]
-pub trait MachineConfigs: Send + Sync + 'static {
-    /// The complete config of a machine of `group` with `role` in `tenant`.
-    async fn render(&self, tenant: String, group: String, role: Role) -> Result<String, String>;
-}
 
 /// The machine id of index `index` in `group`.
 pub fn machine_id(group: &str, index: u32) -> String {
@@ -50,9 +42,10 @@ pub async fn desired(
                         group.name
                     ))
                 })?;
-                let config = configs.render(name.clone(), group.name.clone(), group.role).await.map_err(
-                    |message| ReconcileError::Invalid(format!("node group {:?}: {message}", group.name)),
-                )?;
+                let config = configs
+                    .render(name.clone(), group.name.clone(), group.role)
+                    .await
+                    .map_err(|source| ReconcileError::Render { group: group.name.clone(), source })?;
                 Some(config)
             }
         };

@@ -16,11 +16,11 @@ use std::time::Duration;
 use chrono::Utc;
 use cms_model::{Machine, Phase, Tenant};
 use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store};
+use cms_tenancy::{MachineConfigs, NodeClient};
 use cms_tofu::{Tofu, WorkspacePlan, project};
 
 use crate::machines::{self, newest_first, planned};
-use crate::nodes::NodeClient;
-use crate::plan::{self, MachineConfigs};
+use crate::plan;
 use crate::rollout::{self, Rollout, UPGRADE_POLL};
 use crate::settle::settle;
 use crate::status::{self, MACHINES_READY, PROVISIONED, UPGRADING, set_condition};
@@ -83,6 +83,16 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
     }
     match converge(&resource, object.generation, ctx).await {
         Ok(action) => Ok(action),
+        Err(err) if err.is_transient() => {
+            // Of the moment: retried with backoff; the phase stays.
+            let message = format!("retrying: {err}");
+            status::update(ctx.store.as_ref(), tenant, |status| {
+                status.message = Some(message.clone());
+                set_condition(status, PROVISIONED, false, "Retrying", &message);
+            })
+            .await?;
+            Err(err)
+        }
         Err(err) => {
             let message = err.to_string();
             status::update(ctx.store.as_ref(), tenant, |status| {

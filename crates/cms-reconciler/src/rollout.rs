@@ -25,8 +25,8 @@ use cms_store::{Draft, Key, StoreError};
 use cms_tofu::WorkspacePlan;
 
 use crate::machines::{self, planned};
-use crate::nodes::NodeRef;
 use crate::{Context, ReconcileError};
+use cms_tenancy::NodeRef;
 
 /// On a machine being upgraded: the version and when the upgrade began.
 pub const UPGRADING_ANNOTATION: &str = "service.io/upgrading-to";
@@ -187,7 +187,7 @@ async fn check_in_flight(
     if elapsed > UPGRADE_TIMEOUT {
         let seen = match answer {
             Ok(running) => format!("it runs {running}"),
-            Err(reason) => reason,
+            Err(reason) => reason.to_string(),
         };
         return Ok(InFlight::Failed(format!(
             "machine {} did not come back with Talos {want} within {}s: {seen}",

@@ -15,9 +15,9 @@ use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 
 use crate::machines::{self, planned};
-use crate::nodes::NodeRef;
 use crate::rollout::UPGRADING_ANNOTATION;
 use crate::{Context, ReconcileError};
+use cms_tenancy::NodeRef;
 
 /// The machine annotation holding the fingerprint of the config the node
 /// last took.
@@ -59,7 +59,10 @@ pub(crate) async fn settle(
             continue;
         }
         let rendered = match &ctx.configs {
-            Some(renderer) => renderer.render(name.to_string(), machine.group.clone(), machine.role).await,
+            Some(renderer) => renderer
+                .render(name.to_string(), machine.group.clone(), machine.role)
+                .await
+                .map_err(|err| err.to_string()),
             None => Err(NO_RENDERER.to_string()),
         };
         configs.insert(machine.group.as_str(), rendered);

@@ -1,6 +1,8 @@
-//! Writing a tenant's status: read, change the reconciler's fields, write
-//! with the `resourceVersion` just read, and retry on a conflict, so that
-//! conditions other writers keep (such as `ConfigPatchesResolved`) survive.
+//! Writing a tenant's status, of which the reconciler is the one writer:
+//! read, change the reconciler's fields, write with the `resourceVersion`
+//! just read, and retry when a spec write came in between. The one
+//! condition it does not own, `ConfigPatchesResolved`, the store keeps in
+//! every write's transaction, whatever status a writer sends.
 
 use chrono::Utc;
 use cms_model::{Condition, Tenant, TenantStatus};

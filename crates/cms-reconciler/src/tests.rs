@@ -13,7 +13,15 @@ use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 use cms_tofu::{Credentials, Invocation, Output, Runner, Tofu, TofuError, TofuOptions};
 use serde_json::{Value, json};
 
-use crate::{Action, Context, MachineConfigs, MockMachineConfigs, MockNodeClient, NodeClient, reconcile};
+use cms_nodeapi::NodeApiError;
+use cms_tenancy::{MachineConfigs, MockMachineConfigs, MockNodeClient, NodeClient, NodeError};
+
+use crate::{Action, Context, reconcile};
+
+/// A node API failure as a node reports it.
+fn refused(message: &str) -> NodeError {
+    NodeError::Api(NodeApiError::Node { hostname: "node".into(), message: message.into() })
+}
 
 /// A fake engine: `apply` records the workspace's `terraform_data`
 /// resources as its state, `destroy` fails while `fail_destroy` is set.
@@ -74,8 +82,8 @@ fn renderer(extra: Arc<Mutex<String>>) -> Arc<dyn MachineConfigs> {
 /// Nodes that refuse every connection.
 fn unreachable() -> Arc<dyn NodeClient> {
     let mut nodes = MockNodeClient::new();
-    nodes.expect_apply_config().returning(|_, _, _| Err("connection refused".into()));
-    nodes.expect_version().returning(|_| Err("connection refused".into()));
+    nodes.expect_apply_config().returning(|_, _, _| Err(refused("connection refused")));
+    nodes.expect_version().returning(|_| Err(refused("connection refused")));
     Arc::new(nodes)
 }
 
@@ -190,7 +198,7 @@ async fn unreachable_hosts_keep_the_tenant_unready_and_are_retried_without_the_t
     let mut nodes = MockNodeClient::new();
     let on = up.clone();
     nodes.expect_apply_config().returning(move |_, _, _| {
-        if on.load(Ordering::SeqCst) { Ok(()) } else { Err("connection refused".into()) }
+        if on.load(Ordering::SeqCst) { Ok(()) } else { Err(refused("connection refused")) }
     });
     nodes.expect_version().returning(|_| Ok("1.13.2".into()));
     let f = fixture(Arc::new(nodes)).await;
@@ -203,7 +211,8 @@ async fn unreachable_hosts_keep_the_tenant_unready_and_are_retried_without_the_t
     assert!(!status.ready);
     let pending = condition(&status, crate::MACHINES_READY);
     assert_eq!(pending.status, "False");
-    assert!(pending.message.contains("cp-0: applying the machine config: connection refused"), "{pending:?}");
+    assert!(pending.message.contains("cp-0: applying the machine config: "), "{pending:?}");
+    assert!(pending.message.contains("reported: connection refused"), "{pending:?}");
     assert!(
         machines(f.store.as_ref(), "acme")
             .iter()
@@ -323,7 +332,7 @@ async fn cloud_instances_boot_with_rendered_configs() {
     }))
     .unwrap();
     assert!(matches!(crate::desired(&tenant, None).await, Err(crate::ReconcileError::Invalid(_))));
-    let mut configs = crate::MockMachineConfigs::new();
+    let mut configs = MockMachineConfigs::new();
     configs
         .expect_render()
         .withf(|tenant, group, role| {
@@ -334,6 +343,20 @@ async fn cloud_instances_boot_with_rendered_configs() {
     let plan = crate::desired(&tenant, Some(&configs)).await.unwrap();
     assert_eq!(plan.machines.len(), 2);
     assert!(plan.machines.iter().all(|m| m.user_data.as_deref() == Some("machine: {}\n")));
+
+    // A render that fails for the moment is retried as transient; one that
+    // fails on the tenant's state is not.
+    for (failure, transient) in [
+        (cms_tenancy::TenancyError::Task("the render task panicked".into()), true),
+        (cms_tenancy::TenancyError::Conflict("config patches not found".into()), false),
+    ] {
+        let mut configs = MockMachineConfigs::new();
+        let failure = std::sync::Mutex::new(Some(failure));
+        configs.expect_render().returning(move |_, _, _| Err(failure.lock().unwrap().take().unwrap()));
+        let err = crate::desired(&tenant, Some(&configs)).await.unwrap_err();
+        assert!(matches!(err, crate::ReconcileError::Render { ref group, .. } if group == "cp"), "{err}");
+        assert_eq!(err.is_transient(), transient, "{err}");
+    }
     tenant.spec.node_groups = None;
     assert!(crate::desired(&tenant, None).await.unwrap().machines.is_empty());
 }
@@ -378,24 +401,24 @@ struct Upgradable {
 impl NodeClient for Upgradable {
     async fn apply_config(
         &self,
-        _node: &crate::NodeRef,
+        _node: &cms_tenancy::NodeRef,
         _config: &str,
         _configured: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), NodeError> {
         Ok(())
     }
 
-    async fn version(&self, node: &crate::NodeRef) -> Result<String, String> {
+    async fn version(&self, node: &cms_tenancy::NodeRef) -> Result<String, NodeError> {
         if self.down.lock().unwrap().remove(&node.machine) {
-            return Err("rebooting".into());
+            return Err(refused("rebooting"));
         }
         Ok(self.versions.lock().unwrap().get(&node.machine).cloned().unwrap_or_else(|| "1.14.0".into()))
     }
 
-    async fn upgrade(&self, node: &crate::NodeRef, version: &str) -> Result<(), String> {
+    async fn upgrade(&self, node: &cms_tenancy::NodeRef, version: &str) -> Result<(), NodeError> {
         self.upgrades.lock().unwrap().push(node.machine.clone());
         if self.fail.lock().unwrap().as_deref() == Some(node.machine.as_str()) {
-            return Err("the disk is full".into());
+            return Err(refused("the disk is full"));
         }
         let mut down = self.down.lock().unwrap();
         if node.machine.starts_with("cp") {

@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cms_nodeapi::TalosNodeClient;
 use cms_reconciler::{Backoff, Context, ControllerOptions, LeaseOptions};
-use cms_service::{Secrets, StoreMachineConfigs, TenantNodeClient};
 use cms_store::{Leases, Store};
+use cms_tenancy::{SealedCredentials, Secrets, StoreMachineConfigs, TenantNodeClient, talos_node_api};
 use cms_tofu::{Credentials, ProcessRunner, StateBackend, Tofu, TofuOptions};
 use secrecy::SecretString;
 use tokio::task::JoinHandle;
@@ -56,8 +55,8 @@ impl Provisioning {
         };
         let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
         let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets.clone()));
-        let api = Arc::new(TalosNodeClient::new(NODE_API_TIMEOUT));
-        let nodes = Arc::new(TenantNodeClient::new(api, store.clone(), secrets));
+        let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets));
+        let nodes = Arc::new(TenantNodeClient::new(talos_node_api(NODE_API_TIMEOUT), credentials));
         let ctx = Arc::new(Context {
             store,
             tofu,

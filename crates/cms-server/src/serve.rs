@@ -9,8 +9,10 @@ use cms_auth::{
     AuthError, AuthOptions, Authenticator, BOOTSTRAP_ADMIN, FirstAdmin, LoginsHeld, bootstrap_admin,
     create_first_admin,
 };
-use cms_service::{AppState, HttpService, Secrets, ServiceOptions};
+use cms_prober::{Prober, ProberOptions, SystemClock};
+use cms_service::{AppState, HttpService, ServiceOptions};
 use cms_store::{SqlStore, StoreOptions};
+use cms_tenancy::{SealedCredentials, Secrets, Tenancy, talos_node_api};
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -72,7 +74,8 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let provisioning = settings
         .provisioning
         .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
-    let state = AppState::new(store.clone(), auth, store, secrets.clone(), options);
+    let tenancy = Tenancy::new(store.clone(), secrets.clone());
+    let state = AppState::new(tenancy, auth, store.clone(), prober(store, secrets.clone()), options);
     let shutdown = state.shutdown.clone();
     let mut server = HttpService::start(&settings.listen, state, DRAIN)
         .with_context(|| format!("could not listen on {}", settings.listen))?;
@@ -94,6 +97,15 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     server.stop().await.context("the server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The health prober: the real node API client and clock, with each
+/// tenant's credentials from its sealed bundle.
+fn prober(store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Arc<Prober> {
+    let options = ProberOptions::default();
+    let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets));
+    let client = talos_node_api(options.per_machine);
+    Arc::new(Prober::new(store, credentials, client, Arc::new(SystemClock), options))
 }
 
 /// The authenticator, with the login signing key.

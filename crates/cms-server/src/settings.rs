@@ -141,7 +141,7 @@ impl Default for Settings {
     fn default() -> Settings {
         let store = cms_store::StoreOptions::new(String::new());
         let service = cms_service::ServiceOptions::default();
-        let secrets = cms_service::SecretsOptions::default();
+        let secrets = cms_tenancy::SecretsOptions::default();
         Settings {
             listen: "0.0.0.0:8080".to_string(),
             data_dir: PathBuf::from("./data"),
@@ -196,8 +196,8 @@ impl Settings {
     }
 
     /// How tenant secrets are made and documents issued.
-    pub(crate) fn secrets_options(&self) -> cms_service::SecretsOptions {
-        cms_service::SecretsOptions {
+    pub(crate) fn secrets_options(&self) -> cms_tenancy::SecretsOptions {
+        cms_tenancy::SecretsOptions {
             default_talos_version: self.default_talos_version.clone(),
             client_cert_ttl: self.client_cert_ttl,
             client_cert_max_ttl: self.client_cert_max_ttl,

@@ -1,19 +1,18 @@
-//! Request bodies: the JSON body extractor (media type and size checks), the
-//! parse into a typed resource, and the turn of a resource into a store draft.
+//! Request bodies: the JSON body extractor (media type and size checks) and
+//! the parse into a typed resource (400 for malformed JSON, 422 naming the
+//! field). The rules beyond parsing are `cms_tenancy`'s.
 
 use actix_web::dev::Payload;
 use actix_web::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use actix_web::{FromRequest, HttpRequest, web};
 use bytes::{Bytes, BytesMut};
-use cms_model::{ConfigPatch, FieldError, NodeGroup, ObjectMeta, Resource, Tenant, parse_json};
-use cms_store::Draft;
+use cms_model::{ObjectMeta, parse_json};
+use cms_tenancy::Writable;
 use futures_util::StreamExt;
 use futures_util::future::LocalBoxFuture;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
-use crate::secrets::check_talos_version;
 use crate::state::{AppState, ServiceOptions};
 
 /// The raw bytes of an `application/json` body within the size limit.
@@ -27,70 +26,32 @@ impl JsonBody {
         Ok(parse_json(&self.0)?)
     }
 
-    /// Parses and checks a resource to create: its name and its draft.
-    pub(crate) fn for_create<Spec, Status>(&self) -> Result<(String, Draft), ApiError>
-    where
-        Resource<Spec, Status>: Prepare + DeserializeOwned,
-        Spec: Serialize,
-    {
-        let mut resource: Resource<Spec, Status> = self.parse()?;
-        resource.prepare()?;
-        let name = resource.metadata.name.clone();
-        Ok((name, draft(resource)?))
-    }
-
-    /// Parses and checks a replacement for the object named `path_name`:
-    /// its draft and the `resourceVersion` it was read at.
-    pub(crate) fn for_update<Spec, Status>(&self, path_name: &str) -> Result<(Draft, u64), ApiError>
-    where
-        Resource<Spec, Status>: Prepare + DeserializeOwned,
-        Spec: Serialize,
-    {
-        let mut resource: Resource<Spec, Status> = self.parse()?;
-        let expected = check_update(path_name, &resource.metadata)?;
-        resource.prepare()?;
-        Ok((draft(resource)?, expected))
+    /// Parses a replacement for the object named `path_name`, which the
+    /// body must name too (400 otherwise).
+    pub(crate) fn for_update<R: Writable + DeserializeOwned>(&self, path_name: &str) -> Result<R, ApiError> {
+        let resource: R = self.parse()?;
+        check_name(path_name, resource.metadata())?;
+        Ok(resource)
     }
 }
 
-/// A resource that users write: it normalizes and checks itself.
-pub(crate) trait Prepare {
-    fn prepare(&mut self) -> Result<(), FieldError>;
+/// Checks that a PUT's body names the object in the path (400 otherwise).
+fn check_name(path_name: &str, metadata: &ObjectMeta) -> Result<(), ApiError> {
+    if metadata.name != path_name {
+        return Err(ApiError::BadRequest(format!(
+            "metadata.name {:?} does not match the name {path_name:?} in the path",
+            metadata.name
+        )));
+    }
+    Ok(())
 }
 
-/// Tenants and node groups also need a Talos version that cms renders
-/// configs for; config patches must apply (Talos merge rules), so a broken
-/// one is refused on write rather than found at render time.
-impl Prepare for Tenant {
-    fn prepare(&mut self) -> Result<(), FieldError> {
-        Tenant::prepare(self)?;
-        if let Some(version) = &self.spec.talos_version {
-            check_talos_version("spec.talosVersion", version)?;
-        }
-        for (index, group) in self.spec.node_groups.iter().flatten().enumerate() {
-            if let Some(version) = &group.talos_version {
-                check_talos_version(&format!("spec.nodeGroups[{index}].talosVersion"), version)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Prepare for NodeGroup {
-    fn prepare(&mut self) -> Result<(), FieldError> {
-        NodeGroup::prepare(self)?;
-        match &self.spec.talos_version {
-            Some(version) => check_talos_version("spec.talosVersion", version),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Prepare for ConfigPatch {
-    fn prepare(&mut self) -> Result<(), FieldError> {
-        ConfigPatch::prepare(self)?;
-        cms_talos::check_patch(&self.spec)
-    }
+/// Checks what a PUT of a record outside `cms-tenancy` (a user, a machine's
+/// status) needs: the body names the object in the path (400) and carries
+/// the `resourceVersion` it was read at (422).
+pub(crate) fn check_update(path_name: &str, metadata: &ObjectMeta) -> Result<u64, ApiError> {
+    check_name(path_name, metadata)?;
+    Ok(metadata.read_at()?)
 }
 
 impl FromRequest for JsonBody {
@@ -143,58 +104,19 @@ fn check_media_type(req: &HttpRequest) -> Result<(), ApiError> {
     }
 }
 
-/// Checks what a PUT needs: the body names the object in the path (400
-/// otherwise) and carries the `resourceVersion` it was read at (422).
-pub(crate) fn check_update(path_name: &str, metadata: &ObjectMeta) -> Result<u64, ApiError> {
-    if metadata.name != path_name {
-        return Err(ApiError::BadRequest(format!(
-            "metadata.name {:?} does not match the name {path_name:?} in the path",
-            metadata.name
-        )));
-    }
-    metadata.resource_version.ok_or_else(|| {
-        ApiError::Invalid(
-            "metadata.resourceVersion: is required on update; read the object and send its version back"
-                .to_string(),
-        )
-    })
-}
-
-/// Turns a checked resource into what the store writes. Status is never
-/// taken from a request body.
-pub(crate) fn draft<Spec: Serialize, Status>(resource: Resource<Spec, Status>) -> Result<Draft, ApiError> {
-    let spec = serde_json::to_value(&resource.spec).map_err(|err| ApiError::internal(&err))?;
-    Ok(Draft {
-        labels: resource.metadata.labels,
-        annotations: resource.metadata.annotations,
-        spec,
-        status: None,
-        secrets: None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cms_model::{TenantSpec, TenantStatus};
+    use cms_model::Tenant;
 
     #[test]
-    fn tenant_drafts_keep_absent_node_groups_absent() {
+    fn replacements_name_the_object_in_the_path() {
         let body = JsonBody(Bytes::from_static(
-            br#"{"metadata":{"name":"a","labels":{"team":"x"}},"spec":{"kubernetesVersion":"1.31.0"}}"#,
+            br#"{"metadata":{"name":"a","resourceVersion":2},"spec":{"kubernetesVersion":"1.31.0"}}"#,
         ));
-        let (name, draft) = body.for_create::<TenantSpec, TenantStatus>().expect("drafts");
-        assert_eq!(name, "a");
-        assert!(draft.spec.get("nodeGroups").is_none(), "{}", draft.spec);
-        assert_eq!(draft.labels.get("team").map(String::as_str), Some("x"));
-        assert_eq!(draft.status, None);
-
-        let body = JsonBody(Bytes::from_static(
-            br#"{"metadata":{"name":"a","resourceVersion":2},"spec":{"kubernetesVersion":"1.31.0","nodeGroups":[]}}"#,
-        ));
-        let (draft, expected) = body.for_update::<TenantSpec, TenantStatus>("a").expect("drafts");
-        assert_eq!(expected, 2);
-        assert_eq!(draft.spec["nodeGroups"], serde_json::json!([]));
+        assert!(matches!(body.for_update::<Tenant>("b"), Err(ApiError::BadRequest(_))));
+        let tenant: Tenant = body.for_update("a").expect("parses");
+        assert_eq!(tenant.metadata.resource_version, Some(2));
     }
 
     #[test]

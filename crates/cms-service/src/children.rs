@@ -1,43 +1,42 @@
 //! The resources a tenant holds and users write, node groups and config
-//! patches: one set of handlers, typed per kind.
+//! patches: one set of handlers, typed per kind. What each write means is
+//! `cms_tenancy::Tenancy`'s.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use cms_model::{ConfigPatchSpec, ConfigPatchStatus, Kind, NodeGroupSpec, NodeGroupStatus, Resource};
+use cms_model::{ConfigPatch, NodeGroup};
 use cms_store::Key;
-use serde::Serialize;
+use cms_tenancy::Writable;
 use serde::de::DeserializeOwned;
 
-use crate::body::{JsonBody, Prepare};
+use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::lookup::{find, require_tenant};
 use crate::query::ListQuery;
+use crate::reply;
 use crate::state::AppState;
-use crate::{patch_refs, reply};
 
 /// A kind of tenant-scoped resource that users create and change.
 pub(crate) trait Child {
-    const KIND: Kind;
-    type Spec: Serialize;
-    type Status;
+    type Resource: Writable + DeserializeOwned;
 }
 
 /// `/api/v1/tenants/{tenant}/node-groups`.
 pub(crate) struct NodeGroups;
 
 impl Child for NodeGroups {
-    const KIND: Kind = Kind::NodeGroup;
-    type Spec = NodeGroupSpec;
-    type Status = NodeGroupStatus;
+    type Resource = NodeGroup;
 }
 
 /// `/api/v1/tenants/{tenant}/configpatches`.
 pub(crate) struct ConfigPatches;
 
 impl Child for ConfigPatches {
-    const KIND: Kind = Kind::ConfigPatch;
-    type Spec = ConfigPatchSpec;
-    type Status = ConfigPatchStatus;
+    type Resource = ConfigPatch;
+}
+
+fn key<C: Child>(tenant: String, name: String) -> Key {
+    Key::child(C::Resource::KIND, tenant, name)
 }
 
 /// `GET .../{kind}`: a page of the tenant's objects.
@@ -48,7 +47,7 @@ pub(crate) async fn list<C: Child>(
 ) -> Result<HttpResponse, ApiError> {
     let page = query.without_watch()?;
     require_tenant(state.store.as_ref(), &tenant)?;
-    Ok(reply::listing(&state.store.list(C::KIND, Some(tenant.into_inner()), page)))
+    Ok(reply::listing(&state.store.list(C::Resource::KIND, Some(tenant.into_inner()), page)))
 }
 
 /// `POST .../{kind}`: 201 with the new object.
@@ -57,15 +56,10 @@ pub(crate) async fn create<C: Child>(
     state: web::Data<AppState>,
     tenant: web::Path<String>,
     body: JsonBody,
-) -> Result<HttpResponse, ApiError>
-where
-    Resource<C::Spec, C::Status>: Prepare + DeserializeOwned,
-{
-    let (name, draft) = body.for_create::<C::Spec, C::Status>()?;
-    crate::audit::note_created(&req, &name);
-    let tenant = tenant.into_inner();
-    let object = state.store.create(Key::child(C::KIND, tenant.clone(), name), draft).await?;
-    patch_refs::refresh(state.store.as_ref(), &tenant).await?;
+) -> Result<HttpResponse, ApiError> {
+    let resource: C::Resource = body.parse()?;
+    crate::audit::note_created(&req, &resource.metadata().name);
+    let object = state.tenancy.create_child(&tenant, resource).await?;
     Ok(reply::object(StatusCode::CREATED, &object))
 }
 
@@ -75,7 +69,7 @@ pub(crate) async fn get<C: Child>(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, name) = path.into_inner();
-    let object = find(state.store.as_ref(), &Key::child(C::KIND, tenant, name))?;
+    let object = find(state.store.as_ref(), &key::<C>(tenant, name))?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 
@@ -84,14 +78,10 @@ pub(crate) async fn update<C: Child>(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     body: JsonBody,
-) -> Result<HttpResponse, ApiError>
-where
-    Resource<C::Spec, C::Status>: Prepare + DeserializeOwned,
-{
+) -> Result<HttpResponse, ApiError> {
     let (tenant, name) = path.into_inner();
-    let (draft, expected) = body.for_update::<C::Spec, C::Status>(&name)?;
-    let object = state.store.update(Key::child(C::KIND, tenant.clone(), name), draft, expected).await?;
-    patch_refs::refresh(state.store.as_ref(), &tenant).await?;
+    let resource: C::Resource = body.for_update(&name)?;
+    let object = state.tenancy.update_child(&tenant, resource).await?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 
@@ -101,7 +91,6 @@ pub(crate) async fn delete<C: Child>(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, name) = path.into_inner();
-    let deleted = state.store.delete(Key::child(C::KIND, tenant.clone(), name)).await?;
-    patch_refs::refresh(state.store.as_ref(), &tenant).await?;
+    let deleted = state.tenancy.delete(key::<C>(tenant, name)).await?;
     Ok(reply::deleted(&deleted))
 }

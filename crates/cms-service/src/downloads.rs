@@ -11,14 +11,10 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use cms_auth::Caller;
-use cms_model::Tenant;
-use cms_store::Key;
 use serde::Deserialize;
 
 use crate::auth::caller;
-use crate::control_plane;
 use crate::error::ApiError;
-use crate::lookup::find;
 use crate::reply::yaml_download;
 use crate::state::AppState;
 
@@ -33,7 +29,7 @@ pub(crate) struct DownloadQuery {
 impl DownloadQuery {
     /// The lifetime asked for, the default when none, checked against the cap.
     fn ttl(&self, state: &AppState) -> Result<Duration, ApiError> {
-        let options = state.secrets.options();
+        let options = state.tenancy.secrets().options();
         let Some(text) = &self.ttl else { return Ok(options.client_cert_ttl) };
         let ttl = humantime::parse_duration(text).map_err(|err| {
             ApiError::BadRequest(format!("ttl {text:?} is not a duration such as 2h or 30m: {err}"))
@@ -60,11 +56,6 @@ fn format_ttl(ttl: Duration) -> String {
     }
 }
 
-/// The tenant named in the path, parsed.
-fn tenant(state: &AppState, name: &str) -> Result<Tenant, ApiError> {
-    find(state.store.as_ref(), &Key::tenant(name))?.parse().map_err(|err| ApiError::internal(&err))
-}
-
 fn log_issue(caller: &Caller, tenant: &str, document: &str, ttl: Duration) {
     tracing::info!(
         user = %caller.user,
@@ -85,11 +76,7 @@ pub(crate) async fn kubeconfig(
 ) -> Result<HttpResponse, ApiError> {
     let caller = caller(&req)?;
     let ttl = query.ttl(&state)?;
-    let tenant = tenant(&state, &name)?;
-    let addresses = control_plane::addresses(state.store.as_ref(), &tenant)?;
-    let server = control_plane::endpoint(&tenant, &addresses)?;
-    let bundle = state.secrets.open(state.store.as_ref(), &name).await?;
-    let yaml = cms_talos::kubeconfig(&bundle, &name, &server, caller.role, ttl)?;
+    let yaml = state.tenancy.kubeconfig(&name, caller.role, ttl).await?;
     log_issue(&caller, &name, "kubeconfig", ttl);
     Ok(yaml_download(yaml, &format!("{name}-kubeconfig.yaml")))
 }
@@ -105,14 +92,7 @@ pub(crate) async fn talosconfig(
 ) -> Result<HttpResponse, ApiError> {
     let caller = caller(&req)?;
     let ttl = query.ttl(&state)?;
-    let tenant = tenant(&state, &name)?;
-    let mut endpoints = control_plane::addresses(state.store.as_ref(), &tenant)?;
-    if endpoints.is_empty() {
-        let endpoint = control_plane::endpoint(&tenant, &endpoints)?;
-        endpoints.push(cms_talos::endpoint_host(&endpoint));
-    }
-    let bundle = state.secrets.open(state.store.as_ref(), &name).await?;
-    let yaml = cms_talos::talosconfig(&bundle, &name, &endpoints, &[], caller.role, ttl)?;
+    let yaml = state.tenancy.talosconfig(&name, caller.role, ttl).await?;
     log_issue(&caller, &name, "talosconfig", ttl);
     Ok(yaml_download(yaml, &format!("{name}-talosconfig.yaml")))
 }
@@ -125,9 +105,7 @@ pub(crate) async fn secrets(
     name: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let caller = caller(&req)?;
-    find(state.store.as_ref(), &Key::tenant(name.as_str()))?;
-    let bundle = state.secrets.open(state.store.as_ref(), &name).await?;
-    let yaml = bundle.to_secrets_yaml()?;
+    let yaml = state.tenancy.secrets_yaml(&name).await?;
     tracing::info!(user = %caller.user, role = caller.role.as_str(), tenant = %name, "read a secrets bundle");
     Ok(yaml_download(yaml, &format!("{name}-secrets.yaml")))
 }

@@ -11,6 +11,7 @@ use cms_auth::AuthError;
 use cms_model::{FieldError, ParseError};
 use cms_store::StoreError;
 use cms_talos::TalosError;
+use cms_tenancy::TenancyError;
 use serde::Serialize;
 
 /// The message that a 500 body carries in place of the details, which are
@@ -191,6 +192,23 @@ impl From<TalosError> for ApiError {
             | TalosError::InvalidKey(_)
             | TalosError::KeyFile { .. }
             | TalosError::Encode(_) => ApiError::internal(&err),
+        }
+    }
+}
+
+/// Maps every failure of a tenant operation to its status.
+impl From<TenancyError> for ApiError {
+    fn from(err: TenancyError) -> ApiError {
+        match err {
+            TenancyError::Invalid(field) => field.into(),
+            TenancyError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            TenancyError::Conflict(_) | TenancyError::NoSecrets(_) => ApiError::Conflict(err.to_string()),
+            TenancyError::NotReady(_) => ApiError::Unavailable(err.to_string()),
+            TenancyError::Store(store) => store.into(),
+            TenancyError::Talos(talos) => talos.into(),
+            TenancyError::Corrupt { .. } | TenancyError::Credentials(_) | TenancyError::Task(_) => {
+                ApiError::internal(&err)
+            }
         }
     }
 }

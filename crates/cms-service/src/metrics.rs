@@ -78,7 +78,7 @@ fn describe() {
     );
     describe_counter!("cms_probes_total", "Health probes of tenants, by result.");
     describe_gauge!(
-        "cms_certificate_expiry_timestamp_seconds",
+        cms_tenancy::CERTIFICATE_EXPIRY_GAUGE,
         metrics::Unit::Seconds,
         "The earliest expiry (Unix time) among the tenant CA certificates this process has opened."
     );
@@ -146,15 +146,6 @@ impl Drop for OpenWatch {
     fn drop(&mut self) {
         gauge!(WATCHERS).decrement(1.0);
     }
-}
-
-/// Records the expiry of a tenant CA certificate: the gauge keeps the
-/// earliest seen.
-pub(crate) fn certificate_expiry(not_after_unix: i64) {
-    use std::sync::atomic::{AtomicI64, Ordering};
-    static EARLIEST: AtomicI64 = AtomicI64::new(i64::MAX);
-    let earliest = EARLIEST.fetch_min(not_after_unix, Ordering::Relaxed).min(not_after_unix);
-    gauge!("cms_certificate_expiry_timestamp_seconds").set(earliest as f64);
 }
 
 #[cfg(test)]

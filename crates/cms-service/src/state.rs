@@ -1,20 +1,16 @@
-//! What every handler shares: the store, the authenticator, tenant secrets,
-//! the health prober, the service's options and the shutdown signal.
+//! What every handler shares: the store, the application layer, the
+//! authenticator, the audit log, the health prober, the service's options
+//! and the shutdown signal. The server builds them; this crate only uses them.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cms_auth::Authenticator;
-use cms_nodeapi::{NodeApi, TalosNodeClient};
-use cms_prober::{Clock, Prober, ProberOptions, SystemClock};
+use cms_prober::Prober;
 use cms_store::{Audit, Store};
-
-use crate::health::SealedCredentials;
-use crate::reservations::Reservations;
+use cms_tenancy::Tenancy;
 use tokio_util::sync::CancellationToken;
-
-use crate::secrets::Secrets;
 
 /// Tunable limits of the HTTP API, passed explicitly by the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,75 +51,53 @@ impl Default for ServiceOptions {
 /// The state shared by every worker and handler. Cloning is cheap.
 #[derive(Clone)]
 pub struct AppState {
+    /// The tenancy's store, for reads and watches.
     pub store: Arc<dyn Store>,
+    /// What tenant operations mean: every write of a tenant, node group or
+    /// config patch, and the documents built from a tenant's secrets.
+    pub tenancy: Tenancy,
     pub auth: Arc<Authenticator>,
     /// Where every mutating request is recorded, and read back.
     pub audit: Arc<dyn Audit>,
-    /// Seals new tenants' bundles and opens them for downloads.
-    pub secrets: Arc<Secrets>,
     /// Probes tenants' nodes for `/health`, on request, with a cache.
     pub prober: Arc<Prober>,
     pub options: ServiceOptions,
     /// Cancelled when the server shuts down; open watch streams then end.
     pub shutdown: CancellationToken,
-    /// Tenant names whose create is under way.
-    pub(crate) creating: Reservations,
 }
 
 impl AppState {
-    /// State over `store`, `auth`, `audit` and `secrets` with a fresh
-    /// shutdown signal, and a prober that uses the real node API client and
-    /// clock.
+    /// State over `tenancy` (and its store), `auth`, `audit` and `prober`,
+    /// with a fresh shutdown signal.
     pub fn new(
-        store: Arc<dyn Store>,
+        tenancy: Tenancy,
         auth: Arc<Authenticator>,
         audit: Arc<dyn Audit>,
-        secrets: Arc<Secrets>,
+        prober: Arc<Prober>,
         options: ServiceOptions,
     ) -> AppState {
-        let defaults = ProberOptions::default();
-        let client = Arc::new(TalosNodeClient::new(defaults.per_machine));
-        let prober = prober(&store, &secrets, client, Arc::new(SystemClock), defaults);
         AppState {
-            store,
+            store: tenancy.store().clone(),
+            tenancy,
             auth,
             audit,
-            secrets,
             prober,
             options,
             shutdown: CancellationToken::new(),
-            creating: Reservations::default(),
         }
     }
 
-    /// Replaces the prober with one over `client` and `clock`, using this
-    /// state's store and tenant secrets.
-    pub fn with_prober(
-        mut self,
-        client: Arc<dyn NodeApi>,
-        clock: Arc<dyn Clock>,
-        options: ProberOptions,
-    ) -> AppState {
-        self.prober = prober(&self.store, &self.secrets, client, clock, options);
+    /// Replaces the prober.
+    pub fn with_prober(mut self, prober: Arc<Prober>) -> AppState {
+        self.prober = prober;
         self
     }
-}
-
-fn prober(
-    store: &Arc<dyn Store>,
-    secrets: &Arc<Secrets>,
-    client: Arc<dyn NodeApi>,
-    clock: Arc<dyn Clock>,
-    options: ProberOptions,
-) -> Arc<Prober> {
-    let credentials = Arc::new(SealedCredentials { store: store.clone(), secrets: secrets.clone() });
-    Arc::new(Prober::new(store.clone(), credentials, client, clock, options))
 }
 
 impl fmt::Debug for AppState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AppState")
-            .field("secrets", &self.secrets)
+            .field("tenancy", &self.tenancy)
             .field("options", &self.options)
             .field("shutdown", &self.shutdown.is_cancelled())
             .finish_non_exhaustive()

@@ -80,6 +80,7 @@ pub struct Draft {
     /// current groups, a list replaces them.
     pub spec: Value,
     /// The status to start with on create; the kind's default when `None`.
+    /// A tenant's `ConfigPatchesResolved` condition in it is the store's to set.
     /// Ignored on update: status changes go through [`Store::update_status`].
     pub status: Option<Value>,
     /// A tenant's secrets bundle, sealed by the caller: opaque bytes that
@@ -183,6 +184,12 @@ pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchItem, WatchError>> 
 
 /// The resource store. Reads come from a cache kept coherent by the event
 /// log; writes are transactions that also append to the event log.
+///
+/// Each write that changes which config patch refs of a tenant resolve (its
+/// spec, its node groups, its config patches) sets the tenant's
+/// `ConfigPatchesResolved` condition ([`cms_model::patch_refs`]) in the same
+/// transaction: amended into the tenant's own change, or as one more
+/// `MODIFIED` event of the tenant.
 #[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -193,6 +200,11 @@ pub trait Store: Send + Sync + 'static {
     /// then name.
     fn list(&self, kind: Kind, tenant: Option<String>, page: Page) -> Listing;
 
+    /// Every object of `kind` (in `tenant` when given), sorted like
+    /// [`Store::list`]: by tenant, then name. Not paged: for callers that
+    /// need them all, such as a sweep of every tenant.
+    fn all(&self, kind: Kind, tenant: Option<String>) -> Vec<Arc<Object>>;
+
     /// Creates an object. A tenant's inline node groups are created with it.
     async fn create(&self, key: Key, draft: Draft) -> Result<Arc<Object>, StoreError>;
 
@@ -201,6 +213,8 @@ pub trait Store: Send + Sync + 'static {
     async fn update(&self, key: Key, draft: Draft, expected: u64) -> Result<Arc<Object>, StoreError>;
 
     /// Replaces the status of an object, checking `resourceVersion` when given.
+    /// A tenant's `ConfigPatchesResolved` condition is the store's: the one
+    /// in `status`, if any, is replaced by the stored one.
     async fn update_status(
         &self,
         key: Key,

@@ -10,6 +10,12 @@
 //! database's log, for every write in it. Should the batch's statements fail,
 //! each write runs again alone, so that one write's failure (a tenant created
 //! meanwhile by another replica) is reported to that write only.
+//!
+//! The counter row is taken last, by an `UPDATE` inside the transaction, so
+//! on PostgreSQL concurrent replicas' transactions queue on it and commit in
+//! the order of their revisions: a reader of the log never sees revision
+//! `r + 1` before `r`. A fenced write (one that carries a [`Lease`]) is
+//! checked, in the same transaction, against the lease.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};

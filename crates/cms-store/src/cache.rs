@@ -69,12 +69,19 @@ impl Cache {
 
     pub(crate) fn list(&self, kind: Kind, tenant: Option<&str>, page: Page) -> Listing {
         let inner = self.read();
-        let total = match tenant {
-            Some(tenant) => inner.scoped.get(&(kind, tenant.to_string())).copied().unwrap_or(0),
-            None => inner.by_kind.get(&kind).copied().unwrap_or(0),
-        };
+        let total = inner.count(kind, tenant);
         let items = inner.range(kind, tenant).skip(page.offset).take(page.limit).cloned().collect();
         Listing { items, total }
+    }
+
+    /// Every object of `kind` (in `tenant` when given), sorted by tenant,
+    /// then name.
+    pub(crate) fn all(&self, kind: Kind, tenant: Option<&str>) -> Vec<Arc<Object>> {
+        let inner = self.read();
+        let count = inner.count(kind, tenant);
+        let mut objects = Vec::with_capacity(count as usize);
+        objects.extend(inner.range(kind, tenant).cloned());
+        objects
     }
 
     /// Every object of `kind`, the revision they are current at, and a
@@ -148,6 +155,14 @@ impl Inner {
         }
     }
 
+    /// How many objects of `kind` there are (in `tenant` when given).
+    fn count(&self, kind: Kind, tenant: Option<&str>) -> u64 {
+        match tenant {
+            Some(tenant) => self.scoped.get(&(kind, tenant.to_string())).copied().unwrap_or(0),
+            None => self.by_kind.get(&kind).copied().unwrap_or(0),
+        }
+    }
+
     fn remove(&mut self, key: &Key) {
         if self.objects.remove(key).is_some() {
             if let Some(count) = self.scoped.get_mut(&(key.kind, key.tenant.clone())) {
@@ -212,6 +227,15 @@ mod tests {
         let page = cache.list(Kind::Machine, Some("a"), Page { limit: 1, offset: 1 });
         assert_eq!(page.total, 2);
         assert_eq!(names(page), ["a/m2"]);
+        let keys = |objects: Vec<Arc<Object>>| objects.iter().map(|o| o.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(cache.all(Kind::Machine, None)), keys(all_items(&cache, Kind::Machine)));
+        assert_eq!(keys(cache.all(Kind::Machine, Some("b"))), [Key::child(Kind::Machine, "b", "m1")]);
+        assert!(cache.all(Kind::Tenant, None).is_empty());
+        assert!(cache.all(Kind::Machine, Some("c")).is_empty());
+    }
+
+    fn all_items(cache: &Cache, kind: Kind) -> Vec<Arc<Object>> {
+        cache.list(kind, None, Page { limit: 100, offset: 0 }).items
     }
 
     fn revision_of(item: Broadcast) -> u64 {

@@ -208,6 +208,10 @@ impl Store for Fenced {
         self.store.list(kind, tenant, page)
     }
 
+    fn all(&self, kind: Kind, tenant: Option<String>) -> Vec<Arc<Object>> {
+        self.store.all(kind, tenant)
+    }
+
     async fn create(&self, key: Key, draft: Draft) -> Result<Arc<Object>, StoreError> {
         self.store.create_object(key, draft, Some(&self.lease)).await
     }

@@ -19,6 +19,7 @@ mod audit;
 mod audit_sql;
 mod batch;
 mod cache;
+mod commit;
 #[cfg(any(test, feature = "testsuite"))]
 pub mod conformance;
 mod dialect;
@@ -28,6 +29,7 @@ mod lease;
 mod listener;
 mod migration;
 mod projection;
+mod refs;
 mod render;
 mod rows;
 mod secrets;

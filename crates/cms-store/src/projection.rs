@@ -5,12 +5,12 @@ use cms_model::Projected;
 use sea_orm::{ActiveValue::Set, EntityTrait, QueryOrder, TransactionTrait};
 
 use crate::api::Key;
+use crate::commit::stored_row;
 use crate::dialect;
 use crate::entity::projection;
 use crate::error::StoreError;
 use crate::lease::{self, Lease};
 use crate::render::{format_time, json};
-use crate::rows;
 use crate::sql::SqlStore;
 
 impl SqlStore {
@@ -28,7 +28,7 @@ impl SqlStore {
         }
         let key = Key::tenant(tenant.clone());
         dialect::lock_owner(&txn, &key).await?;
-        rows::get(&txn, &key).await?;
+        stored_row(&txn, &key).await?;
         projection::Entity::delete_by_id(tenant.clone()).exec(&txn).await?;
         let row = projection::ActiveModel {
             tenant: Set(tenant),

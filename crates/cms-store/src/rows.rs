@@ -1,27 +1,15 @@
-//! Row-level helpers of the writes.
+//! Row-level helpers of the write rules: new rows, default statuses, and a
+//! tenant's `nodeGroups` split off its spec. Pure, like [`crate::write`].
 
 use std::collections::BTreeMap;
 
 use cms_model::{Kind, MachineStatus, NodeGroupStatus, TenantStatus};
-use sea_orm::{ConnectionTrait, EntityTrait};
 use serde_json::Value;
 
 use crate::api::Key;
 use crate::entity::object;
 use crate::error::StoreError;
 use crate::render::map_text;
-
-/// The row of `key`, if any.
-pub(crate) async fn find(db: &impl ConnectionTrait, key: &Key) -> Result<Option<object::Model>, StoreError> {
-    Ok(object::Entity::find_by_id((key.kind.as_str().to_string(), key.tenant.clone(), key.name.clone()))
-        .one(db)
-        .await?)
-}
-
-/// The row of `key`, or `NotFound`.
-pub(crate) async fn get(db: &impl ConnectionTrait, key: &Key) -> Result<object::Model, StoreError> {
-    find(db, key).await?.ok_or_else(|| StoreError::NotFound(key.to_string()))
-}
 
 /// A new row at resource version and generation 1.
 pub(crate) fn new_row(

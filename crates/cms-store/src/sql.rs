@@ -170,7 +170,7 @@ fn connect_options(options: &StoreOptions, postgres: bool) -> ConnectOptions {
 /// Reads every object and the current revision, from one snapshot.
 pub(crate) async fn load(db: &DatabaseConnection) -> Result<(Vec<Object>, u64), StoreError> {
     let txn = dialect::begin_snapshot(db).await?;
-    let revision = crate::write::counter(&txn, counter::REVISION).await?;
+    let revision = crate::commit::counter(&txn, counter::REVISION).await?;
     let rows = object::Entity::find()
         .order_by_asc(object::Column::Kind)
         .order_by_asc(object::Column::Tenant)
@@ -200,6 +200,10 @@ impl Store for SqlStore {
 
     fn list(&self, kind: Kind, tenant: Option<String>, page: Page) -> Listing {
         self.cache.list(kind, tenant.as_deref(), page)
+    }
+
+    fn all(&self, kind: Kind, tenant: Option<String>) -> Vec<Arc<Object>> {
+        self.cache.all(kind, tenant.as_deref())
     }
 
     #[tracing::instrument(name = "store.create", skip_all, fields(key = %key))]

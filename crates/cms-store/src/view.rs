@@ -135,6 +135,30 @@ impl<'a> View<'a> {
         Ok(())
     }
 
+    /// Changes the row of `key` with `change` as part of this write. A row
+    /// this write already changed is changed in place: its resource version
+    /// was bumped once, and its event, rendered as the write leaves it, is
+    /// logged once. Any other row is bumped and logged as `Modified`.
+    pub(crate) fn amend(
+        &mut self,
+        key: &Key,
+        change: impl FnOnce(&mut object::Model),
+    ) -> Result<(), StoreError> {
+        let Some(Some(row)) = self.own.get_mut(key) else {
+            let version = self.get(key)?.resource_version;
+            self.update(key, version, change)?;
+            self.changed(EventType::Modified, key.clone());
+            return Ok(());
+        };
+        change(row);
+        self.stamp += 1;
+        let logged = self.changes.iter().any(|c| matches!(c, Change::Upsert(_, logged) if logged == key));
+        if !logged {
+            self.changed(EventType::Modified, key.clone());
+        }
+        Ok(())
+    }
+
     /// Removes the row of `key` and logs its deletion, as it last was.
     pub(crate) fn remove(&mut self, key: &Key) -> Result<(), StoreError> {
         let last = self.render(key)?;
@@ -234,6 +258,27 @@ mod tests {
         assert_eq!(types, vec![(EventType::Deleted, group.clone()), (EventType::Modified, tenant)]);
         assert_eq!(outcome.rows.get(&group), Some(&None));
         assert_eq!(base.len(), 1, "the base is never changed");
+    }
+
+    #[test]
+    fn amend_bumps_and_logs_a_row_once_per_write() {
+        let (tenant, other) = (Key::tenant("a"), Key::tenant("b"));
+        let base = BTreeMap::from([(tenant.clone(), row(&tenant)), (other.clone(), row(&other))]);
+        let batch = Overlay::new();
+        let mut view = View::new(&base, &batch, NOW);
+        view.update(&tenant, 1, |row| row.generation = 2).unwrap();
+        view.changed(EventType::Modified, tenant.clone());
+        view.amend(&tenant, |row| row.status = "{\"phase\":\"active\"}".into()).unwrap();
+        view.amend(&other, |row| row.status = "{\"phase\":\"failed\"}".into()).unwrap();
+        view.amend(&other, |row| row.generation = 3).unwrap();
+        assert_eq!(view.get(&tenant).unwrap().resource_version, 2, "changed here: in place");
+        assert_eq!(view.get(&other).unwrap().resource_version, 2, "bumped once");
+        let outcome = view.finish().unwrap();
+        let events: Vec<_> =
+            outcome.events.iter().map(|(t, o)| (*t, o.key.clone(), o.resource_version)).collect();
+        assert_eq!(events, [(EventType::Modified, tenant, 2), (EventType::Modified, other, 2)]);
+        let status: serde_json::Value = serde_json::from_slice(&outcome.events[0].1.json).unwrap();
+        assert_eq!(status["status"]["phase"], "active", "the event shows the amended row");
     }
 
     #[test]

@@ -10,11 +10,11 @@ use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::api::{EventType, Key, WatchError, WatchEvent, WatchItem, WatchStream};
 use crate::cache::Broadcast;
+use crate::commit::counter;
 use crate::entity::{counter, event};
 use crate::error::StoreError;
 use crate::render::parse_object;
 use crate::sql::{SqlStore, load};
-use crate::write::counter;
 
 /// How many events one read of the log returns at most.
 const LOG_BATCH: u64 = 1000;

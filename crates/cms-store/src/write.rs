@@ -1,138 +1,29 @@
-//! The writes, each a function of the rows of one tenant as a [`View`]
-//! shows them. [`crate::batch`] runs them in batches, one transaction each,
-//! which takes revisions from the counter row and appends to the event log.
+//! The write rules: every write as a function of the rows of one tenant, as
+//! a [`View`] shows them. Pure: [`crate::commit`] hands them to the batch
+//! writer of [`crate::batch`], which loads the rows, runs the rules and
+//! writes what they changed in one transaction.
 //!
-//! The counter row is taken last, by an `UPDATE` inside the transaction, so
-//! on PostgreSQL concurrent replicas' transactions queue on it and commit in
-//! the order of their revisions: a reader of the log never sees revision
-//! `r + 1` before `r`. A fenced write (one that carries a [`Lease`]) is
-//! checked, in the same transaction, against the lease.
+//! A write that can change which config patch refs resolve (a tenant's refs,
+//! its node groups, its set of config patches) or that replaces a tenant's
+//! status ends by recomputing the tenant's `ConfigPatchesResolved` condition
+//! ([`crate::refs`]) in the same view.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use cms_model::Kind;
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter};
 use serde_json::Value;
 
-use crate::api::{Deleted, Draft, EventType, Key, Object, WatchEvent};
-use crate::entity::{counter, event};
+use crate::api::{Deleted, Draft, EventType, Key, Object};
 use crate::error::StoreError;
-use crate::lease::Lease;
+use crate::refs;
 use crate::render::{json, map_text};
 use crate::rows;
-use crate::sql::SqlStore;
 use crate::view::{Side, View};
 use crate::{FINALIZER_MACHINES, FINALIZER_SECRETS};
 
-/// The value of a named counter.
-pub(crate) async fn counter(db: &impl ConnectionTrait, name: &str) -> Result<u64, StoreError> {
-    let row = counter::Entity::find_by_id(name.to_string())
-        .one(db)
-        .await?
-        .ok_or_else(|| StoreError::Corrupt(format!("counter {name:?} is missing")))?;
-    Ok(row.value as u64)
-}
-
-impl SqlStore {
-    /// Applies a committed write to the cache. When other replicas' writes
-    /// come first, reads them from the log; when that fails, the listener
-    /// applies everything once the database answers again.
-    pub(crate) async fn publish(&self, events: Vec<WatchEvent>) {
-        if events.is_empty() || self.cache.apply(events).is_ok() {
-            return;
-        }
-        if let Err(err) = self.catch_up().await {
-            tracing::warn!(error = %err, "a write committed but the event log could not be read back yet");
-        }
-    }
-
-    /// Drops events the log no longer needs to keep.
-    /// `compacted` remembers the last compaction seen, so that the counter
-    /// is read only when the log may have outgrown its retention.
-    pub(crate) async fn compact(&self, txn: &DatabaseTransaction, last: u64) -> Result<(), StoreError> {
-        let slack = Ord::max(self.retention / 10, 1);
-        let seen = self.compacted.load(Ordering::Relaxed);
-        if last.saturating_sub(seen) <= self.retention + slack {
-            return Ok(());
-        }
-        let compacted = counter(txn, counter::COMPACTED).await?;
-        self.compacted.fetch_max(compacted, Ordering::Relaxed);
-        if last.saturating_sub(compacted) <= self.retention + slack {
-            return Ok(());
-        }
-        let upto = last - self.retention;
-        event::Entity::delete_many().filter(event::Column::Revision.lte(upto as i64)).exec(txn).await?;
-        counter::Entity::update_many()
-            .col_expr(counter::Column::Value, Expr::value(upto as i64))
-            .filter(counter::Column::Name.eq(counter::COMPACTED))
-            .exec(txn)
-            .await?;
-        // Should this roll back, the log only keeps more than it needs until
-        // a later write compacts it.
-        self.compacted.fetch_max(upto, Ordering::Relaxed);
-        Ok(())
-    }
-
-    pub(crate) async fn create_object(
-        &self,
-        key: Key,
-        draft: Draft,
-        fence: Option<&Lease>,
-    ) -> Result<Arc<Object>, StoreError> {
-        self.submit(&key.owner(), fence, move |view| create(view, &key, &draft)).await
-    }
-
-    pub(crate) async fn update_object(
-        &self,
-        key: Key,
-        draft: Draft,
-        expected: u64,
-        fence: Option<&Lease>,
-    ) -> Result<Arc<Object>, StoreError> {
-        self.submit(&key.owner(), fence, move |view| update(view, &key, &draft, expected)).await
-    }
-
-    pub(crate) async fn update_object_status(
-        &self,
-        key: Key,
-        status: Value,
-        expected: Option<u64>,
-        fence: Option<&Lease>,
-    ) -> Result<Arc<Object>, StoreError> {
-        let status = status.to_string();
-        self.submit(&key.owner(), fence, move |view| {
-            let expected = match expected {
-                Some(expected) => expected as i64,
-                None => view.get(&key)?.resource_version,
-            };
-            let now = view.now().to_string();
-            view.update(&key, expected, |row| {
-                row.status = status.clone();
-                row.updated_at = now;
-            })?;
-            view.changed(EventType::Modified, key.clone());
-            view.render(&key)
-        })
-        .await
-    }
-
-    pub(crate) async fn delete_object(&self, key: Key, fence: Option<&Lease>) -> Result<Deleted, StoreError> {
-        self.submit(&key.owner(), fence, move |view| delete(view, &key)).await
-    }
-
-    pub(crate) async fn clear_finalizer(
-        &self,
-        key: Key,
-        finalizer: String,
-        fence: Option<&Lease>,
-    ) -> Result<Option<Arc<Object>>, StoreError> {
-        self.submit(&key.owner(), fence, move |view| clear(view, &key, &finalizer)).await
-    }
-}
-
-fn create(view: &mut View<'_>, key: &Key, draft: &Draft) -> Result<Arc<Object>, StoreError> {
+/// Creates the object of `key`; a tenant with its inline node groups and
+/// sealed secrets.
+pub(crate) fn create(view: &mut View<'_>, key: &Key, draft: &Draft) -> Result<Arc<Object>, StoreError> {
     if view.find(key).is_some() {
         return Err(StoreError::AlreadyExists(key.to_string()));
     }
@@ -143,7 +34,11 @@ fn create(view: &mut View<'_>, key: &Key, draft: &Draft) -> Result<Arc<Object>, 
         (_, Some(_)) => return Err(StoreError::Refused(format!("{key} cannot carry secrets"))),
         (_, None) => live_owner(view, key)?,
     }
-    let status = draft.status.clone().unwrap_or_else(|| rows::default_status(key.kind));
+    let mut status = draft.status.clone().unwrap_or_else(|| rows::default_status(key.kind));
+    if key.kind == Kind::Tenant {
+        // The store computes the condition below; the caller's does not count.
+        refs::carry_condition(&mut status, None, key)?;
+    }
     let row = rows::new_row(key, &draft.labels, &draft.annotations, &spec, &status, view.now());
     view.insert(key, row)?;
     view.changed(EventType::Added, key.clone());
@@ -154,10 +49,21 @@ fn create(view: &mut View<'_>, key: &Key, draft: &Draft) -> Result<Arc<Object>, 
     if key.kind == Kind::NodeGroup {
         touch_owner(view, key)?;
     }
+    if key.kind != Kind::Machine {
+        refs::resolve(view, &key.owner().name)?;
+    }
     view.render(key)
 }
 
-fn update(view: &mut View<'_>, key: &Key, draft: &Draft, expected: u64) -> Result<Arc<Object>, StoreError> {
+/// Replaces the spec, labels and annotations of the object of `key` at
+/// resource version `expected`; a tenant's `nodeGroups`, when given, replace
+/// its node groups.
+pub(crate) fn update(
+    view: &mut View<'_>,
+    key: &Key,
+    draft: &Draft,
+    expected: u64,
+) -> Result<Arc<Object>, StoreError> {
     let row = view.get(key)?;
     if row.resource_version as u64 != expected {
         let current = row.resource_version as u64;
@@ -192,10 +98,49 @@ fn update(view: &mut View<'_>, key: &Key, draft: &Draft, expected: u64) -> Resul
     if key.kind == Kind::NodeGroup && changed {
         touch_owner(view, key)?;
     }
+    if matches!(key.kind, Kind::Tenant | Kind::NodeGroup) {
+        refs::resolve(view, &key.owner().name)?;
+    }
     view.render(key)
 }
 
-fn delete(view: &mut View<'_>, key: &Key) -> Result<Deleted, StoreError> {
+/// Replaces the status of the object of `key`, at resource version
+/// `expected` when given. A tenant keeps the `ConfigPatchesResolved`
+/// condition the store computes, whatever `status` says of it.
+pub(crate) fn update_status(
+    view: &mut View<'_>,
+    key: &Key,
+    status: &Value,
+    expected: Option<u64>,
+) -> Result<Arc<Object>, StoreError> {
+    let row = view.get(key)?;
+    let expected = match expected {
+        Some(expected) => expected as i64,
+        None => row.resource_version,
+    };
+    let status = match key.kind {
+        Kind::Tenant => {
+            let mut status = status.clone();
+            refs::carry_condition(&mut status, Some(&row.status), key)?;
+            status.to_string()
+        }
+        _ => status.to_string(),
+    };
+    let now = view.now().to_string();
+    view.update(key, expected, |row| {
+        row.status = status;
+        row.updated_at = now;
+    })?;
+    view.changed(EventType::Modified, key.clone());
+    if key.kind == Kind::Tenant {
+        refs::resolve(view, &key.name)?;
+    }
+    view.render(key)
+}
+
+/// Deletes the object of `key`: node groups and config patches go at once;
+/// tenants and machines are marked, with their finalizers.
+pub(crate) fn delete(view: &mut View<'_>, key: &Key) -> Result<Deleted, StoreError> {
     let row = view.get(key)?;
     let finalizers: &[&str] = match key.kind {
         Kind::Tenant => &[FINALIZER_MACHINES, FINALIZER_SECRETS],
@@ -205,6 +150,7 @@ fn delete(view: &mut View<'_>, key: &Key) -> Result<Deleted, StoreError> {
             if key.kind == Kind::NodeGroup {
                 touch_owner(view, key)?;
             }
+            refs::resolve(view, &key.tenant)?;
             return Ok(Deleted::Removed);
         }
     };
@@ -221,7 +167,13 @@ fn delete(view: &mut View<'_>, key: &Key) -> Result<Deleted, StoreError> {
     Ok(Deleted::Marked(view.render(key)?))
 }
 
-fn clear(view: &mut View<'_>, key: &Key, finalizer: &str) -> Result<Option<Arc<Object>>, StoreError> {
+/// Clears `finalizer` from the object of `key`; a deleting object left with
+/// none is removed, a tenant with everything in it.
+pub(crate) fn clear(
+    view: &mut View<'_>,
+    key: &Key,
+    finalizer: &str,
+) -> Result<Option<Arc<Object>>, StoreError> {
     let row = view.get(key)?;
     let (version, deleting) = (row.resource_version, row.deletion_timestamp.is_some());
     let mut finalizers: Vec<String> = json(&row.finalizers)?;
@@ -335,3 +287,6 @@ impl GroupPlan {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

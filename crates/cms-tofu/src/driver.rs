@@ -17,8 +17,6 @@ use crate::state::{StateResource, parse_show};
 use crate::workspace::{MAIN_FILE, WorkspacePlan, inputs_hash};
 use crate::{Credentials, Runner, TofuError};
 
-/// The file that records the inputs hash of the last good apply.
-const APPLIED_FILE: &str = ".cms-applied";
 /// The longest stderr tail kept for errors and status.
 const TAIL: usize = 2048;
 
@@ -64,7 +62,9 @@ pub fn state_schema(tenant: &str) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
     pub resources: Vec<StateResource>,
-    /// The inputs hash now recorded as applied.
+    /// The inputs hash of the workspace and credentials just applied, for
+    /// the caller to keep: the reconciler stores it in the tenant's
+    /// `service.io/applied-inputs` annotation.
     pub hash: String,
 }
 
@@ -121,12 +121,6 @@ impl Tofu {
         Ok(inputs_hash(&rendered(plan, self.options.backend)?, &self.credentials.fingerprint()))
     }
 
-    /// The inputs hash of the last good apply, if any.
-    pub async fn applied_hash(&self, tenant: &str) -> Option<String> {
-        let text = tokio::fs::read_to_string(self.workspace_dir(tenant).join(APPLIED_FILE)).await.ok()?;
-        Some(text.trim().to_string())
-    }
-
     /// Writes the workspace, then `init` (when needed), `apply` (replacing
     /// the resources at `replace`) and `show -json`.
     pub async fn apply(&self, plan: &WorkspacePlan, replace: &[String]) -> Result<Applied, TofuError> {
@@ -136,7 +130,6 @@ impl Tofu {
         let rendered = rendered(plan, self.options.backend)?;
         let hash = inputs_hash(&rendered, &self.credentials.fingerprint());
         create_private_dir(&dir).await?;
-        let _ = tokio::fs::remove_file(dir.join(APPLIED_FILE)).await;
         write_private(&dir.join(MAIN_FILE), &rendered).await?;
         if !dir.join(".terraform").exists()
             || !dir.join(".terraform.lock.hcl").exists() && has_providers(plan)
@@ -152,7 +145,6 @@ impl Tofu {
         args.extend(replace.iter().map(|address| format!("-replace={address}")));
         self.checked(&plan.tenant, args).await?;
         let resources = self.show_locked(&plan.tenant).await?;
-        write_private(&dir.join(APPLIED_FILE), hash.as_bytes()).await?;
         Ok(Applied { resources, hash })
     }
 
@@ -172,7 +164,6 @@ impl Tofu {
         if !dir.join(MAIN_FILE).exists() {
             return Ok(());
         }
-        let _ = tokio::fs::remove_file(dir.join(APPLIED_FILE)).await;
         if !dir.join(".terraform").exists() {
             self.checked(tenant, vec!["init".into(), "-input=false".into(), "-no-color".into()]).await?;
         }

@@ -54,6 +54,11 @@ fn ok(stdout: &str) -> Output {
     Output { code: Some(0), stdout: stdout.as_bytes().to_vec(), stderr: Vec::new() }
 }
 
+/// The names in a tenant's workspace, in no particular order.
+fn workspace_files(tofu: &Tofu, tenant: &str) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(tofu.workspace_dir(tenant)).unwrap().map(|entry| entry.unwrap().file_name()).collect()
+}
+
 fn expect_sequence(runner: &mut MockRunner, stages: Vec<(&'static str, Output)>) {
     let mut sequence = mockall::Sequence::new();
     for (verb, output) in stages {
@@ -67,7 +72,7 @@ fn expect_sequence(runner: &mut MockRunner, stages: Vec<(&'static str, Output)>)
 }
 
 #[tokio::test]
-async fn apply_runs_init_apply_show_and_records_the_hash() {
+async fn apply_runs_init_apply_show_and_returns_the_inputs_hash() {
     let root = tempfile::tempdir().unwrap();
     let mut runner = MockRunner::new();
     expect_sequence(
@@ -79,8 +84,9 @@ async fn apply_runs_init_apply_show_and_records_the_hash() {
     let tofu = Tofu::new(options, credentials(), Arc::new(runner));
     let applied = tofu.apply(&plan(), &[]).await.unwrap();
     assert_eq!(applied.resources.len(), 1);
-    assert_eq!(tofu.applied_hash("acme").await, Some(applied.hash.clone()));
     assert_eq!(tofu.inputs_hash(&plan()).unwrap(), applied.hash);
+    assert_eq!(applied.hash.len(), 64, "a hex SHA-256: {}", applied.hash);
+    assert_eq!(workspace_files(&tofu, "acme"), [crate::MAIN_FILE], "the driver keeps no record of its own");
     assert_eq!(tofu.runs(), 4);
     let dir = tofu.workspace_dir("acme");
     assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
@@ -116,7 +122,9 @@ async fn credentials_reach_the_child_environment_only() {
     assert!(matches!(err, TofuError::Failed { .. }), "{message}");
     assert!(!message.contains("s3cr3t"), "{message}");
     assert!(message.contains("<redacted>"), "{message}");
-    assert_eq!(tofu.applied_hash("acme").await, None);
+    assert_eq!(workspace_files(&tofu, "acme"), [crate::MAIN_FILE]);
+    let main = std::fs::read_to_string(tofu.workspace_dir("acme").join(crate::MAIN_FILE)).unwrap();
+    assert!(!main.contains("s3cr3t"), "{main}");
 }
 
 #[tokio::test]
@@ -134,7 +142,7 @@ async fn replace_and_garbage() {
     let tofu = Tofu::new(options(root.path()), credentials(), Arc::new(runner));
     let err = tofu.apply(&plan(), &["terraform_data.cp-0".to_string()]).await.unwrap_err();
     assert!(matches!(err, TofuError::Garbage { .. }), "{err}");
-    assert_eq!(tofu.applied_hash("acme").await, None);
+    assert_eq!(workspace_files(&tofu, "acme"), [crate::MAIN_FILE], "a failed apply leaves only its input");
 }
 
 #[tokio::test]

@@ -166,7 +166,11 @@ async fn crash_garbage_and_slow() {
     );
     let err = tofu.apply(&plan("acme", 1), &[]).await.unwrap_err();
     assert!(matches!(err, TofuError::Garbage { .. }), "{err}");
-    assert_eq!(tofu.applied_hash("acme").await, None);
+    let files: Vec<_> = std::fs::read_dir(tofu.workspace_dir("acme"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(files, [cms_tofu::MAIN_FILE], "a failed apply leaves only its input");
 
     let slow = script(root.path(), "slow", &format!("sleep 1\nexec {} \"$@\"", engine().display()));
     let tofu = Tofu::new(

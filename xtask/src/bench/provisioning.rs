@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, ensure};
 use async_trait::async_trait;
 use cms_model::{Phase, Role, Tenant};
-use cms_reconciler::{Context, MachineConfigs, NodeClient, NodeRef, reconcile};
+use cms_reconciler::{Context, reconcile};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
+use cms_tenancy::{MachineConfigs, NodeClient, NodeError, NodeRef, TenancyError};
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use serde_json::json;
 
@@ -171,15 +172,15 @@ struct AnsweringNodes;
 
 #[async_trait]
 impl NodeClient for AnsweringNodes {
-    async fn apply_config(&self, _node: &NodeRef, _config: &str, _configured: bool) -> Result<(), String> {
+    async fn apply_config(&self, _node: &NodeRef, _config: &str, _configured: bool) -> Result<(), NodeError> {
         Ok(())
     }
 
-    async fn version(&self, _node: &NodeRef) -> Result<String, String> {
+    async fn version(&self, _node: &NodeRef) -> Result<String, NodeError> {
         Ok("1.14.0".into())
     }
 
-    async fn upgrade(&self, _node: &NodeRef, _version: &str) -> Result<(), String> {
+    async fn upgrade(&self, _node: &NodeRef, _version: &str) -> Result<(), NodeError> {
         Ok(())
     }
 }
@@ -189,7 +190,7 @@ struct PlainConfigs;
 
 #[async_trait]
 impl MachineConfigs for PlainConfigs {
-    async fn render(&self, _tenant: String, _group: String, role: Role) -> Result<String, String> {
+    async fn render(&self, _tenant: String, _group: String, role: Role) -> Result<String, TenancyError> {
         Ok(format!("machine:\n  type: {}\n", role.as_str()))
     }
 }

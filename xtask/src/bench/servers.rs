@@ -8,6 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use cms_e2e::parse_listening;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -137,52 +138,5 @@ impl Drop for Process {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-    }
-}
-
-/// Finds the address in a line that contains `listening on <addr>`.
-fn parse_listening(line: &str) -> Option<SocketAddr> {
-    let plain: String = strip_ansi(line);
-    let (_, rest) = plain.split_once("listening on ")?;
-    let rest = rest.trim_start_matches(['"', '\'', '`', ' ']);
-    let rest = rest.strip_prefix("http://").unwrap_or(rest);
-    let end = rest
-        .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | '/'))
-        .unwrap_or(rest.len());
-    rest[..end].parse().ok()
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut plain = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-            continue;
-        }
-        plain.push(c);
-    }
-    plain
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_listening;
-
-    #[test]
-    fn listening_lines_are_parsed() {
-        assert_eq!(
-            parse_listening("INFO cms_server: listening on 127.0.0.1:4242"),
-            Some("127.0.0.1:4242".parse().unwrap())
-        );
-        assert_eq!(
-            parse_listening("\u{1b}[2mlistening on\u{1b}[0m 127.0.0.1:1"),
-            Some("127.0.0.1:1".parse().unwrap())
-        );
-        assert_eq!(parse_listening("starting"), None);
     }
 }

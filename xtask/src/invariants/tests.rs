@@ -1,4 +1,4 @@
-//! Tests of the settings check, and of the deployment artifacts in `deploy/`:
+//! Tests of the settings check, of the pinned dependency edges, and of the deployment artifacts in `deploy/`:
 //! they parse as YAML and hold the facts the operator guide promises.
 
 use serde_json::Value;
@@ -40,6 +40,108 @@ fn the_guide_documents_every_setting() {
     assert_eq!(settings_are_documented(&workspace_root()).unwrap(), Vec::<String>::new());
     let variables = settings_variables(&read(SETTINGS)).unwrap();
     assert!(variables.len() >= 25 && variables.contains("CMS_RECONCILE_CONCURRENCY"), "{variables:?}");
+}
+
+/// A synthetic `cargo metadata` rooted at `/ws`: each package is a member
+/// with its dependencies as `(name, kind)`, where the kind is `normal`,
+/// `build`, `dev` or `optional`. Members live in `crates/<name>`, but for
+/// `xtask` and `cms-e2e` (in `tests/`); `serde` is a registry crate.
+fn metadata(packages: &[(&str, &[(&str, &str)])]) -> Value {
+    let dir = |name: &str| match name {
+        "xtask" => "/ws/xtask".to_string(),
+        "cms-e2e" => "/ws/tests".to_string(),
+        _ => format!("/ws/crates/{name}"),
+    };
+    let packages: Vec<Value> = packages
+        .iter()
+        .map(|(name, deps)| {
+            let deps: Vec<Value> = deps
+                .iter()
+                .map(|(dep, kind)| {
+                    serde_json::json!({
+                        "name": dep,
+                        "kind": match *kind { "build" | "dev" => Value::from(*kind), _ => Value::Null },
+                        "optional": *kind == "optional",
+                        "path": if *dep == "serde" { Value::Null } else { Value::from(dir(dep)) },
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "id": format!("{name}-id"),
+                "name": name,
+                "manifest_path": format!("{}/Cargo.toml", dir(name)),
+                "dependencies": deps,
+            })
+        })
+        .collect();
+    let members: Vec<Value> = packages.iter().map(|package| package["id"].clone()).collect();
+    serde_json::json!({ "workspace_root": "/ws", "workspace_members": members, "packages": packages })
+}
+
+/// A workspace with an edge of every kind, and sources and targets outside `crates/`.
+fn every_kind_of_edge() -> Value {
+    metadata(&[
+        (
+            "cms-a",
+            &[
+                ("cms-b", "normal"),
+                ("cms-c", "build"),
+                ("cms-d", "dev"),
+                ("cms-e", "optional"),
+                ("serde", "normal"),
+                ("cms-e2e", "normal"),
+            ],
+        ),
+        ("cms-b", &[("cms-c", "dev")]),
+        ("cms-c", &[]),
+        ("cms-d", &[("cms-a", "dev")]),
+        ("cms-e", &[]),
+        ("xtask", &[("cms-a", "normal")]),
+        ("cms-e2e", &[("cms-b", "normal")]),
+    ])
+}
+
+fn check_edges(table: &[(&str, &str, &str)], expected: &[&str]) {
+    let broken = edges::edges_are_pinned(&every_kind_of_edge(), table).unwrap();
+    assert_eq!(broken.len(), expected.len(), "{broken:#?}");
+    for (message, expected) in broken.iter().zip(expected) {
+        assert!(message.contains(expected), "{message:?} does not say {expected:?}");
+    }
+}
+
+#[test]
+fn edges_are_normal_build_and_optional_dependencies_between_crates() {
+    let edges = edges::workspace_edges(&every_kind_of_edge()).unwrap();
+    let edges: Vec<(&str, &str)> = edges.iter().map(|(from, to)| (from.as_str(), to.as_str())).collect();
+    assert_eq!(edges, [("cms-a", "cms-b"), ("cms-a", "cms-c"), ("cms-a", "cms-e")]);
+}
+
+#[test]
+fn a_new_edge_and_a_stale_row_are_both_reported() {
+    let why = "a reason";
+    check_edges(&[("cms-a", "cms-b", why), ("cms-a", "cms-c", why), ("cms-a", "cms-e", why)], &[]);
+    check_edges(
+        &[("cms-a", "cms-b", why), ("cms-a", "cms-e", why), ("cms-b", "cms-c", why)],
+        &[
+            "cms-a -> cms-c is a new dependency edge: add it to the table in xtask/src/invariants/edges.rs with the reason, and to ARCHITECTURE.md",
+            "pins cms-b -> cms-c, which no crate has any more: remove the row",
+        ],
+    );
+}
+
+#[test]
+fn the_edge_table_is_well_formed() {
+    let mut seen = BTreeSet::new();
+    for (from, to, why) in edges::EDGES {
+        assert!(seen.insert((from, to)), "{from} -> {to} is pinned twice");
+        assert_ne!(from, to, "{from} depends on itself");
+        assert!(
+            why.starts_with(|c: char| c.is_lowercase()) && !why.ends_with('.'),
+            "{from} -> {to}: {why:?}"
+        );
+        let (client, allowed) = CLIENT;
+        assert!(*from != client || *to == allowed, "the table lets {client} use {to}: it speaks HTTP only");
+    }
 }
 
 /// The lines of the Dockerfile's last stage, the runtime image.

@@ -13,9 +13,10 @@ use chrono::Utc;
 use cms_fake_node::{FakeNode, FakeNodeOptions};
 use cms_model::{Kind, UserRole};
 use cms_nodeapi::{NodeCredentials, TalosNodeClient};
-use cms_prober::{ManualClock, Prober, ProberOptions, TenantCredentials};
+use cms_prober::{ManualClock, Prober, ProberOptions};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 use cms_talos::SecretsBundle;
+use cms_tenancy::{TenancyError, TenantCredentials};
 use serde_json::json;
 use tempfile::TempDir;
 
@@ -33,9 +34,11 @@ struct Bundles(Mutex<HashMap<String, SecretsBundle>>);
 
 #[async_trait]
 impl TenantCredentials for Bundles {
-    async fn credentials(&self, tenant: &str) -> Option<NodeCredentials> {
-        let bundle = self.0.lock().unwrap().get(tenant).cloned()?;
-        NodeCredentials::for_tenant(&bundle, UserRole::Admin, Duration::from_secs(600)).ok()
+    async fn credentials(&self, tenant: &str) -> Result<NodeCredentials, TenancyError> {
+        let bundle = self.0.lock().unwrap().get(tenant).cloned();
+        let bundle = bundle.ok_or_else(|| TenancyError::NoSecrets(tenant.to_string()))?;
+        NodeCredentials::for_tenant(&bundle, UserRole::Admin, Duration::from_secs(600))
+            .map_err(|err| TenancyError::Credentials(err.to_string()))
     }
 }
 

@@ -52,12 +52,29 @@ pub(crate) async fn state(store: Arc<dyn cms_store::Store>, options: ServiceOpti
     let accounts = Arc::new(cms_store::MockAccounts::new());
     let auth = cms_auth::Authenticator::new(accounts, auth_options).await.expect("authenticator");
     let sealer = cms_talos::Sealer::new(cms_talos::SealingKey::generate("test").expect("a sealing key"));
-    let secrets_options = crate::SecretsOptions { key_pool: 0, ..crate::SecretsOptions::default() };
-    let secrets = crate::Secrets::new(sealer, secrets_options).expect("secrets");
+    let secrets_options =
+        cms_tenancy::SecretsOptions { key_pool: 0, ..cms_tenancy::SecretsOptions::default() };
+    let secrets = cms_tenancy::Secrets::new(sealer, secrets_options).expect("secrets");
     let mut audit = cms_store::MockAudit::new();
     audit.expect_record().returning(|_| Ok(1));
     let options = ServiceOptions { insecure_disable_auth: true, ..options };
-    AppState::new(store, Arc::new(auth), Arc::new(audit), secrets, options)
+    let prober = prober(&store, &secrets);
+    let tenancy = cms_tenancy::Tenancy::new(store, secrets);
+    AppState::new(tenancy, Arc::new(auth), Arc::new(audit), prober, options)
+}
+
+/// A prober on the real node API client and clock.
+fn prober(store: &Arc<dyn cms_store::Store>, secrets: &Arc<cms_tenancy::Secrets>) -> Arc<cms_prober::Prober> {
+    let options = cms_prober::ProberOptions::default();
+    let credentials = Arc::new(cms_tenancy::SealedCredentials::new(store.clone(), secrets.clone()));
+    let client = cms_tenancy::talos_node_api(options.per_machine);
+    Arc::new(cms_prober::Prober::new(
+        store.clone(),
+        credentials,
+        client,
+        Arc::new(cms_prober::SystemClock),
+        options,
+    ))
 }
 
 pub(crate) async fn call_with(store: MockStore, options: ServiceOptions, req: TestRequest) -> Reply {

@@ -11,7 +11,6 @@ use actix_web::test::{self, TestRequest};
 use chrono::Utc;
 use cms_fake_node::{FakeNode, FakeNodeOptions};
 use cms_model::{Kind, UserRole};
-use cms_nodeapi::TalosNodeClient;
 use cms_prober::{ManualClock, ProberOptions};
 use cms_service::app;
 use cms_store::{Draft, Key, Store};
@@ -41,9 +40,8 @@ async fn app_with_clock<S>(
     h: &Harness<S>,
     clock: Arc<ManualClock>,
 ) -> impl Service<actix_http::Request, Response = ServiceResponse<BoxBody>, Error = actix_web::Error> {
-    let options = ProberOptions::default();
-    let client = Arc::new(TalosNodeClient::new(options.per_machine));
-    test::init_service(app(h.state.clone().with_prober(client, clock, options))).await
+    let prober = crate::prober(&h.state.tenancy, clock, ProberOptions::default());
+    test::init_service(app(h.state.clone().with_prober(prober))).await
 }
 
 async fn get(

@@ -20,9 +20,11 @@ use actix_web::test::{self, TestRequest};
 use bytes::Bytes;
 use cms_auth::{AuthOptions, Authenticator, bootstrap_admin};
 use cms_model::UserRole;
-use cms_service::{AppState, Secrets, SecretsOptions, ServiceOptions, app};
+use cms_prober::{Clock, Prober, ProberOptions, SystemClock};
+use cms_service::{AppState, ServiceOptions, app};
 use cms_store::{SqlStore, StoreOptions};
 use cms_talos::{Sealer, SealingKey};
+use cms_tenancy::{SealedCredentials, Secrets, SecretsOptions, Tenancy};
 use secrecy::SecretString;
 use serde_json::Value;
 use tempfile::TempDir;
@@ -105,9 +107,19 @@ pub(crate) async fn harness_with(
     let sealer = Sealer::new(SealingKey::new("test", SEALING_KEY).expect("a sealing key"));
     // Keys are made on demand: a pool's thread would compete with parallel tests.
     let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
-    let state = AppState::new(store.clone(), auth, store.clone(), secrets.expect("secrets"), options);
+    let tenancy = Tenancy::new(store.clone(), secrets.expect("secrets"));
+    let prober = prober(&tenancy, Arc::new(SystemClock), ProberOptions::default());
+    let state = AppState::new(tenancy, auth, store.clone(), prober, options);
     let service = test::init_service(app(state.clone())).await;
     Harness { service, store, state, token, _dir: dir }
+}
+
+/// A prober on the real node API client over `tenancy`'s store and secrets.
+pub(crate) fn prober(tenancy: &Tenancy, clock: Arc<dyn Clock>, options: ProberOptions) -> Arc<Prober> {
+    let store = tenancy.store().clone();
+    let credentials = Arc::new(SealedCredentials::new(store.clone(), tenancy.secrets().clone()));
+    let client = cms_tenancy::talos_node_api(options.per_machine);
+    Arc::new(Prober::new(store, credentials, client, clock, options))
 }
 
 pub(crate) async fn harness()

@@ -5,6 +5,7 @@
 mod accounts;
 mod audit;
 mod leases;
+mod patch_refs;
 mod resources;
 mod secrets;
 mod watch;
@@ -24,7 +25,7 @@ use crate::sql::{SqlStore, StoreOptions};
 macro_rules! conformance_suite {
     ($url:expr) => {
         $crate::conformance_suite!(@cases $url;
-            create_get_and_list, duplicates_conflict, children_need_their_tenant,
+            create_get_and_list, all_is_every_object_of_a_kind, duplicates_conflict, children_need_their_tenant,
             compare_and_set, generation_follows_spec, concurrent_updates_have_one_winner,
             batched_writes_fail_alone,
             node_group_resources_are_tenant_spec, tenant_update_replaces_groups,
@@ -35,7 +36,9 @@ macro_rules! conformance_suite {
             secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,
             leases_are_exclusive, leases_expire_and_are_taken_over, fenced_writes_need_the_lease,
             audit_records_read_back_newest_first, audit_pages_and_filters, audit_retention_keeps_the_newest,
-            audit_records_never_fail_concurrent_writes, token_touches_never_fail_concurrent_writes);
+            audit_records_never_fail_concurrent_writes, token_touches_never_fail_concurrent_writes,
+            a_tenant_put_is_one_event_with_the_condition, the_condition_follows_the_patches,
+            status_writes_keep_the_condition, tenants_without_refs_never_get_the_condition);
     };
     (@cases $url:expr; $($case:ident),* $(,)?) => {
         $(
@@ -51,6 +54,7 @@ macro_rules! conformance_suite {
 pub use accounts::*;
 pub use audit::*;
 pub use leases::*;
+pub use patch_refs::*;
 pub use resources::*;
 pub use secrets::*;
 pub use watch::*;

@@ -31,6 +31,33 @@ pub async fn create_get_and_list(url: &str) {
     assert!(store.get(&Key::tenant("gamma")).is_none());
 }
 
+/// `all` is every object of a kind, in a tenant or in all, sorted like
+/// `list` and never cut to a page.
+pub async fn all_is_every_object_of_a_kind(url: &str) {
+    let store = open(url).await;
+    let many: Vec<_> = (0..=Page::DEFAULT_LIMIT).map(|i| group(&format!("g{i:03}"), 1)).collect();
+    store.create(Key::tenant("b"), tenant_draft("1.31.0", Some(many))).await.expect("b");
+    store
+        .create(Key::tenant("a"), tenant_draft("1.31.0", Some(vec![group("z", 1), group("y", 1)])))
+        .await
+        .expect("a");
+    let keys = |objects: Vec<std::sync::Arc<crate::api::Object>>| -> Vec<Key> {
+        objects.iter().map(|object| object.key.clone()).collect()
+    };
+    let groups = keys(store.all(Kind::NodeGroup, None));
+    assert_eq!(groups.len(), Page::DEFAULT_LIMIT + 3, "not paged");
+    assert_eq!(
+        &groups[..3],
+        [("a", "y"), ("a", "z"), ("b", "g000")].map(|(t, n)| Key::child(Kind::NodeGroup, t, n))
+    );
+    let listed = store.list(Kind::NodeGroup, None, Page { limit: Page::MAX_LIMIT, offset: 0 });
+    assert_eq!(groups, keys(listed.items), "sorted like list");
+    assert_eq!(keys(store.all(Kind::NodeGroup, Some("a".into()))).len(), 2);
+    assert_eq!(keys(store.all(Kind::Tenant, None)), [Key::tenant("a"), Key::tenant("b")]);
+    assert!(store.all(Kind::ConfigPatch, None).is_empty());
+    assert!(store.all(Kind::NodeGroup, Some("none".into())).is_empty());
+}
+
 pub async fn duplicates_conflict(url: &str) {
     let store = open(url).await;
     store.create(Key::tenant("a"), tenant_draft("1.31.0", None)).await.expect("create");

@@ -14,7 +14,7 @@ use std::time::Duration;
 use cms_talos::ServiceAccountKey;
 use tokio::sync::Semaphore;
 
-use crate::error::ApiError;
+use crate::error::TenancyError;
 
 /// How long the filler waits after a failed generation before it tries again.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -75,18 +75,18 @@ impl KeyPool {
     }
 
     /// A key from the pool, or a fresh one when the pool is empty.
-    pub(crate) async fn key(&self) -> Result<ServiceAccountKey, ApiError> {
+    pub(crate) async fn key(&self) -> Result<ServiceAccountKey, TenancyError> {
         if let Some(key) = self.take() {
             return Ok(key);
         }
-        let _permit = self.inline.acquire().await.map_err(|err| ApiError::internal(&err))?;
+        let _permit = self.inline.acquire().await.map_err(|err| TenancyError::Task(err.to_string()))?;
         // Another create may have returned meanwhile and the filler caught up.
         if let Some(key) = self.take() {
             return Ok(key);
         }
         let generated = tokio::task::spawn_blocking(ServiceAccountKey::generate)
             .await
-            .map_err(|err| ApiError::internal(&err))?;
+            .map_err(|err| TenancyError::Task(err.to_string()))?;
         Ok(generated?)
     }
 
@@ -138,7 +138,7 @@ fn fill(shared: &Shared, capacity: usize) {
 mod tests {
     use super::*;
 
-    #[actix_web::test]
+    #[tokio::test]
     async fn the_pool_fills_in_the_background_and_refills_after_a_take() {
         let pool = KeyPool::start(2);
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
@@ -154,7 +154,7 @@ mod tests {
         pool.stop();
     }
 
-    #[actix_web::test]
+    #[tokio::test]
     async fn an_empty_pool_generates_on_demand() {
         let pool = KeyPool::start(0);
         assert_eq!(pool.ready(), 0);

@@ -1,6 +1,7 @@
-//! The service's side of tenant secrets: a bundle is generated and sealed
-//! when a tenant is created, and opened again for the documents built from
-//! it (client configs, machine configs, the break-glass export).
+//! Tenant secrets: a bundle is generated and sealed when a tenant is
+//! created, and opened again for the documents built from it (client
+//! configs, machine configs, the break-glass export) and for the node API
+//! credentials of the reconciler and the prober.
 //!
 //! The store only ever holds the sealed blob. The seal binds the tenant and
 //! the purpose [`cms_talos::BUNDLE_PURPOSE`], so a blob copied to another tenant does not open.
@@ -13,7 +14,7 @@ use cms_model::FieldError;
 use cms_store::Store;
 use cms_talos::{MAX_TALOS_MINOR, Sealer, SecretsBundle, TalosVersion};
 
-use crate::error::ApiError;
+use crate::error::TenancyError;
 use crate::key_pool::KeyPool;
 
 /// How tenant secrets and the documents built from them are made.
@@ -101,7 +102,7 @@ impl Secrets {
 
     /// The Talos version a new tenant's bundle is generated for: its own,
     /// else the default. `field` names it in the 422 of an unsupported one.
-    pub(crate) fn talos_version(&self, field: &str, wanted: Option<&str>) -> Result<String, ApiError> {
+    pub(crate) fn talos_version(&self, field: &str, wanted: Option<&str>) -> Result<String, TenancyError> {
         let Some(version) = wanted else {
             return Ok(self.options.default_talos_version.clone());
         };
@@ -115,32 +116,46 @@ impl Secrets {
         self: &Arc<Self>,
         tenant: &str,
         talos_version: String,
-    ) -> Result<Vec<u8>, ApiError> {
+    ) -> Result<Vec<u8>, TenancyError> {
         let key = self.pool.key().await?;
         let secrets = self.clone();
         let tenant = tenant.to_string();
-        let sealed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
+        let sealed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, TenancyError> {
             let bundle = SecretsBundle::generate_with_key(&talos_version, key)?;
             Ok(secrets.sealer.seal_bundle(&tenant, &bundle)?)
         });
-        sealed.await.map_err(|err| ApiError::internal(&err))?
+        sealed.await.map_err(|err| TenancyError::Task(err.to_string()))?
     }
 
-    /// Opens the bundle of `tenant`: 409 when the tenant has none (its
-    /// secrets were dropped while it is being deleted).
-    pub(crate) async fn open(&self, store: &dyn Store, tenant: &str) -> Result<SecretsBundle, ApiError> {
-        let sealed = store.secrets(tenant.to_string()).await?.ok_or_else(|| {
-            ApiError::Conflict(format!("tenant {tenant:?} has no secrets: they were dropped or never made"))
-        })?;
+    /// Opens the bundle of `tenant`: [`TenancyError::NoSecrets`] when the
+    /// tenant has none (its secrets were dropped while it is being deleted).
+    pub async fn open(&self, store: &dyn Store, tenant: &str) -> Result<SecretsBundle, TenancyError> {
+        let sealed = store
+            .secrets(tenant.to_string())
+            .await?
+            .ok_or_else(|| TenancyError::NoSecrets(tenant.to_string()))?;
         let bundle = self.sealer.open_bundle(tenant, &sealed)?;
         if let Ok(expiry) = bundle.earliest_ca_expiry() {
-            crate::metrics::certificate_expiry(expiry);
+            certificate_expiry(expiry);
         }
         Ok(bundle)
     }
 }
 
-/// Refuses a Talos version that cms cannot render configs for (422).
+/// The name of the gauge of the earliest tenant CA expiry this process has
+/// seen, for the service to describe.
+pub const CERTIFICATE_EXPIRY_GAUGE: &str = "cms_certificate_expiry_timestamp_seconds";
+
+/// Records the expiry of a tenant CA certificate: the gauge keeps the
+/// earliest seen.
+fn certificate_expiry(not_after_unix: i64) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static EARLIEST: AtomicI64 = AtomicI64::new(i64::MAX);
+    let earliest = EARLIEST.fetch_min(not_after_unix, Ordering::Relaxed).min(not_after_unix);
+    metrics::gauge!(CERTIFICATE_EXPIRY_GAUGE).set(earliest as f64);
+}
+
+/// Refuses a Talos version that cms cannot render configs for, naming `field`.
 pub(crate) fn check_talos_version(field: &str, version: &str) -> Result<(), FieldError> {
     TalosVersion::supported(version).map(|_| ()).map_err(|err| match err {
         cms_talos::TalosError::UnsupportedVersion { reason, .. } => {

@@ -1,0 +1,51 @@
+//! The application layer of `cms`: what a tenant operation means, with no
+//! HTTP. It sits on the store, Talos interop and the node API client; the
+//! HTTP API, the reconciler, the prober and other Rust tools call it.
+//!
+//! - [`Tenancy`]: the operations users make (create, replace and delete
+//!   tenants, node groups and config patches) with the checks the API
+//!   makes ([`Writable::check`]: `cms-model`'s rules, supported Talos
+//!   versions, patches that apply), and the documents built from a
+//!   tenant's secrets (kubeconfig, talosconfig, the bundle, machine configs).
+//! - [`Secrets`]: each tenant's bundle, generated (with a pool of
+//!   pre-generated service-account keys) and sealed on create, opened for
+//!   the documents and the node API credentials.
+//! - The seams it implements for the other crates, each mocked under the
+//!   `testsuite` feature: [`MachineConfigs`] ([`StoreMachineConfigs`]: the
+//!   user data that cloud instances boot with), [`NodeClient`]
+//!   ([`TenantNodeClient`]: the reconciler's node API calls) and
+//!   [`TenantCredentials`] ([`SealedCredentials`]: the prober's).
+//!
+//! Failures are one typed [`TenancyError`]; the API maps it to statuses in
+//! one place, and [`TenancyError::is_transient`] tells the reconciler what
+//! to retry rather than report as a problem with the spec.
+//!
+//! Tenant status is written by the store (the `ConfigPatchesResolved`
+//! condition, kept in each write's transaction) and by the reconciler;
+//! nothing here writes it.
+
+mod control_plane;
+mod credentials;
+mod documents;
+mod error;
+mod key_pool;
+mod nodes;
+mod render;
+mod reservations;
+mod resources;
+mod secrets;
+mod tenancy;
+
+#[cfg(any(test, feature = "testsuite"))]
+pub use credentials::MockTenantCredentials;
+pub use credentials::{SealedCredentials, TenantCredentials};
+pub use error::TenancyError;
+#[cfg(any(test, feature = "testsuite"))]
+pub use nodes::MockNodeClient;
+pub use nodes::{NodeClient, NodeError, NodeRef, TenantNodeClient, talos_node_api};
+#[cfg(any(test, feature = "testsuite"))]
+pub use render::MockMachineConfigs;
+pub use render::{MachineConfigs, StoreMachineConfigs};
+pub use resources::Writable;
+pub use secrets::{CERTIFICATE_EXPIRY_GAUGE, Secrets, SecretsOptions};
+pub use tenancy::{Tenancy, find};

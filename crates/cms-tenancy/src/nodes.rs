@@ -1,0 +1,154 @@
+//! The machines' node API (port 50000) as the reconciler uses it:
+//! [`NodeClient`] is the seam, [`TenantNodeClient`] the real client, on
+//! [`cms_nodeapi`] with each tenant's credentials (a short-lived admin
+//! client certificate from its sealed bundle). Metal hosts that have no
+//! config yet are asked in maintenance mode.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cms_nodeapi::{
+    ApplyMode, ApplyRequest, NodeApi, NodeApiError, NodeCredentials, NodeTarget, TalosNodeClient,
+    UpgradeRequest, installer_image,
+};
+
+use crate::credentials::TenantCredentials;
+use crate::error::TenancyError;
+
+/// One machine's node API endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRef {
+    pub tenant: String,
+    pub machine: String,
+    /// `IP:50000`.
+    pub management_address: String,
+}
+
+/// Why a node API call of the reconciler failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The tenant's credentials cannot be made: it has no secrets, or they
+    /// cannot be opened now.
+    #[error("no credentials: {0}")]
+    Credentials(#[source] TenancyError),
+    /// The call itself failed: a bad address, no connection, or the node's answer.
+    #[error(transparent)]
+    Api(#[from] NodeApiError),
+    /// A config was applied both ways, and both failed.
+    #[error("{first_way}: {first}; {second_way}: {second}")]
+    Apply { first_way: &'static str, first: Box<NodeError>, second_way: &'static str, second: Box<NodeError> },
+}
+
+/// The node API calls the reconciler makes.
+#[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
+#[async_trait]
+pub trait NodeClient: Send + Sync + 'static {
+    /// `ApplyConfiguration` with `config` (YAML). A node that has never
+    /// taken a config of this tenant (`configured` false) is a host in
+    /// maintenance mode, asked without a client certificate; a configured
+    /// one is asked with the tenant's credentials, to apply without a
+    /// reboot. Each falls back to the other, since a host may have been
+    /// reset or configured meanwhile.
+    async fn apply_config(&self, node: &NodeRef, config: &str, configured: bool) -> Result<(), NodeError>;
+
+    /// `Version`, with the tenant's credentials: the Talos version the node
+    /// runs, such as `1.14.0`.
+    async fn version(&self, node: &NodeRef) -> Result<String, NodeError>;
+
+    /// `Upgrade` to Talos `version` (such as `1.14.1`) with the installer
+    /// image of that version, in place, with the tenant's credentials.
+    async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), NodeError>;
+}
+
+/// The real node API client, whose calls (connecting included) give up
+/// after `timeout`.
+pub fn talos_node_api(timeout: Duration) -> Arc<dyn NodeApi> {
+    Arc::new(TalosNodeClient::new(timeout))
+}
+
+/// [`NodeClient`] on a [`NodeApi`] with the tenants' credentials.
+pub struct TenantNodeClient {
+    api: Arc<dyn NodeApi>,
+    credentials: Arc<dyn TenantCredentials>,
+}
+
+impl fmt::Debug for TenantNodeClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TenantNodeClient").finish_non_exhaustive()
+    }
+}
+
+/// How a config is applied: with which credentials, in which mode, named for errors.
+struct Way {
+    credentials: Result<NodeCredentials, NodeError>,
+    mode: ApplyMode,
+    name: &'static str,
+}
+
+impl TenantNodeClient {
+    pub fn new(api: Arc<dyn NodeApi>, credentials: Arc<dyn TenantCredentials>) -> TenantNodeClient {
+        TenantNodeClient { api, credentials }
+    }
+
+    async fn tenant_credentials(&self, tenant: &str) -> Result<NodeCredentials, NodeError> {
+        self.credentials.credentials(tenant).await.map_err(NodeError::Credentials)
+    }
+
+    /// Applies `config`: in maintenance mode as Talos decides (it installs
+    /// and reboots), on a configured node without a reboot.
+    async fn apply_with(&self, target: &NodeTarget, way: Way, config: &str) -> Result<(), NodeError> {
+        let request = ApplyRequest { config: config.as_bytes().to_vec(), mode: way.mode, dry_run: false };
+        self.api.apply_configuration(target, &way.credentials?, request).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl NodeClient for TenantNodeClient {
+    async fn apply_config(&self, node: &NodeRef, config: &str, configured: bool) -> Result<(), NodeError> {
+        let target = NodeTarget::parse(&node.management_address)?;
+        let with_tenant = Way {
+            credentials: self.tenant_credentials(&node.tenant).await,
+            mode: ApplyMode::NoReboot,
+            name: "with the tenant's credentials",
+        };
+        let in_maintenance = Way {
+            credentials: Ok(NodeCredentials::maintenance()),
+            mode: ApplyMode::Auto,
+            name: "in maintenance mode",
+        };
+        let (first, second) =
+            if configured { (with_tenant, in_maintenance) } else { (in_maintenance, with_tenant) };
+        let (first_way, second_way) = (first.name, second.name);
+        let Err(first) = self.apply_with(&target, first, config).await else {
+            return Ok(());
+        };
+        match self.apply_with(&target, second, config).await {
+            Ok(()) => Ok(()),
+            Err(second) => Err(NodeError::Apply {
+                first_way,
+                first: Box::new(first),
+                second_way,
+                second: Box::new(second),
+            }),
+        }
+    }
+
+    async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), NodeError> {
+        let target = NodeTarget::parse(&node.management_address)?;
+        let credentials = self.tenant_credentials(&node.tenant).await?;
+        let request =
+            UpgradeRequest { image: installer_image(version), preserve: true, stage: false, force: false };
+        self.api.upgrade(&target, &credentials, request).await?;
+        Ok(())
+    }
+
+    async fn version(&self, node: &NodeRef) -> Result<String, NodeError> {
+        let target = NodeTarget::parse(&node.management_address)?;
+        let credentials = self.tenant_credentials(&node.tenant).await?;
+        let version = self.api.version(&target, &credentials).await?;
+        Ok(version.talos_version().to_string())
+    }
+}

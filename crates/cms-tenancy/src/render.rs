@@ -1,0 +1,113 @@
+//! Machine configs: a machine's complete Talos config, rendered for its
+//! node group's role and Talos version from the tenant's secrets bundle,
+//! with the tenant's config patch refs and then the group's applied in
+//! order (decisions §4). The API serves it; the reconciler boots cloud
+//! instances with it through the [`MachineConfigs`] seam. One function
+//! renders both.
+//!
+//! A ref to a missing patch, or a patch that does not apply, is a conflict
+//! with the stored state; a tenant with no control-plane endpoint yet is
+//! not ready.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cms_model::{ConfigPatch, Kind, NodeGroupSpec, Role, Tenant};
+use cms_store::{Key, Store};
+use cms_talos::RenderInput;
+
+use crate::control_plane;
+use crate::error::TenancyError;
+use crate::secrets::Secrets;
+
+/// Renders the machine config that cloud instances boot with (their user
+/// data). The reconciler's seam; [`StoreMachineConfigs`] is the real one.
+#[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
+#[async_trait]
+pub trait MachineConfigs: Send + Sync + 'static {
+    /// The complete config of a machine of `group` with `role` in `tenant`.
+    async fn render(&self, tenant: String, group: String, role: Role) -> Result<String, TenancyError>;
+}
+
+/// The complete config of a machine of `role` in `group` of `tenant`: the
+/// generated base, then the tenant's and the group's config patches.
+pub(crate) async fn render(
+    store: &dyn Store,
+    secrets: &Secrets,
+    tenant: &Tenant,
+    group: Option<&NodeGroupSpec>,
+    role: Role,
+) -> Result<String, TenancyError> {
+    let tenant_name = tenant.metadata.name.clone();
+    let addresses = control_plane::addresses(store, tenant)?;
+    control_plane::endpoint(tenant, &addresses)?;
+
+    let group_refs = group.map(|group| group.config_patches.as_slice()).unwrap_or_default();
+    let mut available = std::collections::BTreeMap::new();
+    for reference in tenant.spec.config_patches.iter().chain(group_refs) {
+        let Some(object) = store.get(&Key::child(Kind::ConfigPatch, &tenant_name, &reference.name)) else {
+            continue;
+        };
+        let patch: ConfigPatch = object.parse().map_err(TenancyError::corrupt(&object.key))?;
+        available.insert(reference.name.clone(), patch.spec);
+    }
+    let resolution = cms_talos::resolve_patches(&tenant.spec.config_patches, group_refs, &available);
+    if !resolution.missing.is_empty() {
+        return Err(TenancyError::Conflict(format!(
+            "the config of a {} machine refers to config patches that do not exist: {}",
+            role.as_str(),
+            resolution.missing.iter().map(|name| format!("{name:?}")).collect::<Vec<_>>().join(", ")
+        )));
+    }
+
+    let bundle = secrets.open(store, &tenant_name).await?;
+    let talos_version = group
+        .and_then(|group| group.talos_version.clone())
+        .or_else(|| tenant.spec.talos_version.clone())
+        .unwrap_or_else(|| bundle.talos_version().to_string());
+    let input = RenderInput {
+        cluster_name: tenant_name.clone(),
+        role,
+        talos_version,
+        kubernetes_version: tenant.spec.kubernetes_version.clone(),
+        control_plane_endpoint: tenant.spec.control_plane_endpoint.clone(),
+        control_plane_addresses: addresses,
+        pod_networks: tenant.spec.pod_network.clone(),
+        service_networks: tenant.spec.service_network.clone(),
+        cert_sans: Vec::new(),
+        install_image: None,
+        bundle: &bundle,
+        patches: resolution.patches,
+    };
+    Ok(cms_talos::render(&input)?)
+}
+
+/// [`MachineConfigs`] from the store and the tenants' sealed secrets.
+pub struct StoreMachineConfigs {
+    store: Arc<dyn Store>,
+    secrets: Arc<Secrets>,
+}
+
+impl std::fmt::Debug for StoreMachineConfigs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreMachineConfigs").finish_non_exhaustive()
+    }
+}
+
+impl StoreMachineConfigs {
+    pub fn new(store: Arc<dyn Store>, secrets: Arc<Secrets>) -> StoreMachineConfigs {
+        StoreMachineConfigs { store, secrets }
+    }
+}
+
+#[async_trait]
+impl MachineConfigs for StoreMachineConfigs {
+    async fn render(&self, tenant: String, group: String, role: Role) -> Result<String, TenancyError> {
+        let key = Key::tenant(&tenant);
+        let object = self.store.get(&key).ok_or_else(|| TenancyError::NotFound(key.to_string()))?;
+        let tenant: Tenant = object.parse().map_err(TenancyError::corrupt(&key))?;
+        let groups = tenant.spec.node_groups.as_deref().unwrap_or_default();
+        let group = groups.iter().find(|candidate| candidate.name == group);
+        render(self.store.as_ref(), &self.secrets, &tenant, group, role).await
+    }
+}

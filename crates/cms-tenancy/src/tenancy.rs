@@ -1,0 +1,136 @@
+//! [`Tenancy`]: what each tenant operation means, callable without HTTP.
+//! The API's handlers parse and authorize, then call these; a Rust tool on
+//! `cms-tenancy` and `cms-store` gets the same checks and the same errors.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cms_model::Tenant;
+use cms_store::{Deleted, Key, Object, Store, StoreError};
+
+use crate::error::TenancyError;
+use crate::reservations::Reservations;
+use crate::resources::Writable;
+use crate::secrets::Secrets;
+
+/// Tenant operations over a store and the tenants' secrets. Cloning is cheap.
+#[derive(Clone)]
+pub struct Tenancy {
+    store: Arc<dyn Store>,
+    secrets: Arc<Secrets>,
+    /// Tenant names whose create is under way on this process.
+    creating: Reservations,
+}
+
+impl fmt::Debug for Tenancy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tenancy").field("secrets", &self.secrets).finish_non_exhaustive()
+    }
+}
+
+impl Tenancy {
+    pub fn new(store: Arc<dyn Store>, secrets: Arc<Secrets>) -> Tenancy {
+        Tenancy { store, secrets, creating: Reservations::default() }
+    }
+
+    /// The store the operations write to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The tenants' secrets.
+    pub fn secrets(&self) -> &Arc<Secrets> {
+        &self.secrets
+    }
+
+    /// The object at `key`, or [`TenancyError::NotFound`] naming the tenant
+    /// when that is what is missing.
+    pub fn find(&self, key: &Key) -> Result<Arc<Object>, TenancyError> {
+        find(self.store.as_ref(), key)
+    }
+
+    /// The tenant `name`, parsed.
+    pub fn tenant(&self, name: &str) -> Result<Tenant, TenancyError> {
+        let key = Key::tenant(name);
+        self.find(&key)?.parse().map_err(TenancyError::corrupt(&key))
+    }
+
+    /// Creates a tenant with its inline node groups and a secrets bundle,
+    /// generated and sealed here and written in the same transaction.
+    ///
+    /// A name already in the cache is refused before any cryptography, so a
+    /// repeated create costs nothing; concurrent creates of one name on this
+    /// process make the bundle once and the others are refused at once. The
+    /// store's transaction still decides between replicas.
+    pub async fn create_tenant(&self, mut tenant: Tenant) -> Result<Arc<Object>, TenancyError> {
+        tenant.check()?;
+        let name = tenant.metadata.name.clone();
+        let key = Key::tenant(name.clone());
+        if self.store.get(&key).is_some() {
+            return Err(StoreError::AlreadyExists(key.to_string()).into());
+        }
+        let _reservation = self
+            .creating
+            .reserve(&name)
+            .ok_or_else(|| TenancyError::Conflict(format!("{key} is being created")))?;
+        let version =
+            self.secrets.talos_version("spec.talosVersion", tenant.spec.talos_version.as_deref())?;
+        let mut draft = tenant.draft()?;
+        draft.secrets = Some(self.secrets.generate_sealed(&name, version).await?);
+        Ok(self.store.create(key, draft).await?)
+    }
+
+    /// Creates a node group or config patch in `tenant`.
+    pub async fn create_child<R: Writable>(
+        &self,
+        tenant: &str,
+        mut resource: R,
+    ) -> Result<Arc<Object>, TenancyError> {
+        resource.check()?;
+        let key = Key::child(R::KIND, tenant, resource.metadata().name.clone());
+        Ok(self.store.create(key, resource.draft()?).await?)
+    }
+
+    /// Replaces the spec, labels and annotations of the tenant named by
+    /// `tenant`'s metadata, which carries the `resourceVersion` it was read at.
+    pub async fn update_tenant(&self, tenant: Tenant) -> Result<Arc<Object>, TenancyError> {
+        let key = Key::tenant(tenant.metadata.name.clone());
+        self.replace(key, tenant).await
+    }
+
+    /// Replaces a node group or config patch in `tenant`, as
+    /// [`Tenancy::update_tenant`] replaces a tenant.
+    pub async fn update_child<R: Writable>(
+        &self,
+        tenant: &str,
+        resource: R,
+    ) -> Result<Arc<Object>, TenancyError> {
+        let key = Key::child(R::KIND, tenant, resource.metadata().name.clone());
+        self.replace(key, resource).await
+    }
+
+    async fn replace<R: Writable>(&self, key: Key, mut resource: R) -> Result<Arc<Object>, TenancyError> {
+        let expected = resource.metadata().read_at()?;
+        resource.check()?;
+        Ok(self.store.update(key, resource.draft()?, expected).await?)
+    }
+
+    /// Deletes the object at `key`: a tenant or a machine is marked for
+    /// deletion and cleaned up by the reconciler; others are removed.
+    pub async fn delete(&self, key: Key) -> Result<Deleted, TenancyError> {
+        Ok(self.store.delete(key).await?)
+    }
+}
+
+/// The object at `key`, or [`TenancyError::NotFound`] naming the tenant
+/// when that is what is missing.
+pub fn find(store: &dyn Store, key: &Key) -> Result<Arc<Object>, TenancyError> {
+    if let Some(object) = store.get(key) {
+        return Ok(object);
+    }
+    let owner = key.owner();
+    if owner != *key && store.get(&owner).is_none() {
+        return Err(TenancyError::NotFound(owner.to_string()));
+    }
+    Err(TenancyError::NotFound(key.to_string()))
+}

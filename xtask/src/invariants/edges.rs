@@ -1,0 +1,106 @@
+//! Pinned edges: every normal or build dependency of one crate under `crates/`
+//! on another is a row of [`EDGES`], with the reason it exists, so that a new
+//! arrow fails until someone writes down why, and a row outlives no arrow.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::{array, string};
+
+/// Where the table lives, for the messages that ask to change it.
+const TABLE: &str = "xtask/src/invariants/edges.rs";
+
+/// Every allowed dependency edge between the crates under `crates/`: normal
+/// and build dependencies, optional ones included; dev-dependencies are free.
+/// A row is `(from, to, why)`; each new row goes in `ARCHITECTURE.md` too.
+/// Reasons stay short enough that each row keeps to one line.
+pub(super) const EDGES: &[(&str, &str, &str)] = &[
+    ("cms-store", "cms-model", "the store keeps the model's resources, events and audit entries"),
+    ("cms-store", "cms-pgtest", "optional, `testsuite` only: tests get a throwaway PostgreSQL server"),
+    ("cms-auth", "cms-model", "names and passwords follow the model's rules; roles are its roles"),
+    ("cms-auth", "cms-store", "accounts, password hashes and token records live in the store"),
+    ("cms-talos", "cms-model", "configs are rendered from the model's tenants, machines and patches"),
+    ("cms-nodeapi", "cms-talos", "the client's mTLS certificate is cut from a tenant's secrets bundle"),
+    ("cms-nodeapi", "cms-model", "node API credentials carry the caller's role as the model spells it"),
+    ("cms-fake-node", "cms-nodeapi", "the fake serves the client's own gRPC service, so they cannot drift"),
+    ("cms-fake-node", "cms-talos", "the fake's server certificate is issued by a tenant's OS CA"),
+    ("cms-tenancy", "cms-model", "tenant operations validate and change the model's resources"),
+    ("cms-tenancy", "cms-store", "tenant operations and sealed secrets go through the store"),
+    ("cms-tenancy", "cms-talos", "it generates and seals secrets and renders machine configs"),
+    ("cms-tenancy", "cms-nodeapi", "its adapters build node API clients from a tenant's secrets"),
+    ("cms-prober", "cms-model", "probes report the health of the model's tenants and machines"),
+    ("cms-prober", "cms-store", "the prober reads the tenants and machines it probes from the store"),
+    ("cms-prober", "cms-nodeapi", "a health probe is a node API call"),
+    ("cms-prober", "cms-tenancy", "node API credentials come through the application layer's adapters"),
+    ("cms-tofu", "cms-model", "workspaces are generated from the model's providers and machines"),
+    ("cms-reconciler", "cms-model", "the reconciler converges the model's tenants and writes their status"),
+    ("cms-reconciler", "cms-store", "it watches the store and writes status back by compare-and-set"),
+    ("cms-reconciler", "cms-tofu", "tenants converge by applying the provisioning driver's workspaces"),
+    ("cms-reconciler", "cms-tenancy", "it renders and applies machine configs through tenancy's seams"),
+    ("cms-service", "cms-model", "the API speaks the model's wire types and validates by its rules"),
+    ("cms-service", "cms-store", "handlers read, write and watch resources in the store"),
+    ("cms-service", "cms-auth", "every route authenticates its caller and checks its permission"),
+    ("cms-service", "cms-talos", "it checks patches and cuts talosconfig and kubeconfig downloads"),
+    ("cms-service", "cms-prober", "the health endpoint serves the prober's cached results"),
+    ("cms-service", "cms-tenancy", "handlers delegate tenant operations, secrets and configs to tenancy"),
+    ("cms-server", "cms-store", "the binary opens the store, SQLite or PostgreSQL, from its settings"),
+    ("cms-server", "cms-auth", "the binary keys the login tokens and bootstraps the admin"),
+    ("cms-server", "cms-talos", "the binary builds the sealer for secrets at rest"),
+    ("cms-server", "cms-tofu", "the binary sets up the provisioning driver and cloud credentials"),
+    ("cms-server", "cms-tenancy", "the binary wires tenancy into the API, reconciler and prober"),
+    ("cms-server", "cms-prober", "the binary starts the prober with its cache and clock"),
+    ("cms-server", "cms-reconciler", "the binary runs the reconcile controller under a store lease"),
+    ("cms-server", "cms-service", "the binary serves the HTTP API"),
+    ("cms-cli", "cms-model", "the client shares the wire types and nothing else: HTTP only"),
+];
+
+/// Every normal or build edge between workspace members under `crates/`, as
+/// `(from, to)` by package name, optional dependencies included.
+pub(super) fn workspace_edges(metadata: &Value) -> Result<BTreeSet<(String, String)>> {
+    let crates = Path::new(&string(&metadata["workspace_root"])?).join("crates");
+    let members: BTreeSet<String> =
+        array(&metadata["workspace_members"])?.iter().map(string).collect::<Result<_>>()?;
+    let mut by_dir = BTreeMap::<PathBuf, String>::new();
+    let mut sources = Vec::new();
+    for package in array(&metadata["packages"])? {
+        if !members.contains(&string(&package["id"])?) {
+            continue;
+        }
+        let manifest = PathBuf::from(string(&package["manifest_path"])?);
+        let Some(dir) = manifest.parent().filter(|dir| dir.starts_with(&crates)) else { continue };
+        by_dir.insert(dir.to_path_buf(), string(&package["name"])?);
+        sources.push(package);
+    }
+    let mut edges = BTreeSet::new();
+    for package in sources {
+        let from = string(&package["name"])?;
+        for dep in array(&package["dependencies"])? {
+            if dep["kind"].as_str() == Some("dev") {
+                continue;
+            }
+            let Some(path) = dep["path"].as_str() else { continue };
+            if let Some(to) = by_dir.get(Path::new(path)) {
+                edges.insert((from.clone(), to.clone()));
+            }
+        }
+    }
+    Ok(edges)
+}
+
+/// Compares the workspace's edges with `table`: an edge without a row, and a
+/// row without an edge, are both broken.
+pub(super) fn edges_are_pinned(metadata: &Value, table: &[(&str, &str, &str)]) -> Result<Vec<String>> {
+    let present = workspace_edges(metadata)?;
+    let pinned: BTreeSet<(String, String)> =
+        table.iter().map(|(from, to, _)| (from.to_string(), to.to_string())).collect();
+    let missing = present.difference(&pinned).map(|(from, to)| {
+        format!("{from} -> {to} is a new dependency edge: add it to the table in {TABLE} with the reason, and to ARCHITECTURE.md")
+    });
+    let stale = pinned.difference(&present).map(|(from, to)| {
+        format!("{TABLE} pins {from} -> {to}, which no crate has any more: remove the row, and from ARCHITECTURE.md")
+    });
+    Ok(missing.chain(stale).collect())
+}
