@@ -9,6 +9,19 @@
 //! cloud user data through its `MachineConfigs`), writes tenant status
 //! (phase, `ready`, conditions, `observedGeneration`, `lastAppliedAt`) and
 //! carries out tenant deletion.
+//!
+//! Where things are: `reconcile.rs`, converge or clean up one tenant;
+//! `plan.rs`, the desired workspace (`<group>-<index>` machine ids);
+//! `machines.rs`, machines in the store from the projection; `settle.rs`,
+//! metal hosts take their config (tracked by `service.io/config-hash`) and
+//! machines are asked `Version` until they answer; `rollout.rs`, rolling Talos
+//! upgrades, control planes one at a time, then workers within
+//! `maxParallelism`, with their state in annotations (`docs/upgrades.md`);
+//! `status.rs`, the status writes (the reconciler is the one writer of tenant
+//! status); `controller.rs`, the loop (watch triggers, resync, bounded
+//! concurrency, one task per tenant, fenced work leases on PostgreSQL);
+//! `action.rs`, the backoff; `error.rs`, [`ReconcileError`], whose
+//! `is_transient` keeps a tenant out of `failed` while a retry may succeed.
 
 mod action;
 mod controller;

@@ -1,5 +1,13 @@
 //! `cms-server`: the Cluster Management Service. It reads its configuration,
 //! opens the store and serves the HTTP API until SIGTERM or SIGINT.
+//!
+//! Where things are: `settings.rs`, layered configuration (defaults, a
+//! `--config` TOML file, `CMS_*`); `logging.rs`, tracing to standard output
+//! and, with `CMS_OTLP_ENDPOINT`, OTLP; `sealing.rs`, the secrets key and the
+//! startup canary; `serve.rs`, the wiring (store, `cms_tenancy::Tenancy`, the
+//! prober, the authenticator, the app), `listening on <addr>`, and on SIGTERM
+//! closing watch streams and draining requests; `provisioning.rs`, the
+//! driver and the controller task over the same store and secrets.
 
 mod logging;
 mod provisioning;

@@ -7,6 +7,22 @@
 //! the operational endpoints (`/healthz`, `/readyz`, `/version`) and the
 //! API's OpenAPI document (`/openapi.json`, with a page at `/docs`) sit at
 //! the root. Handlers answer with the JSON bytes the store serialized once.
+//!
+//! Where things are: `routes.rs`, the route table with each route's
+//! permission, enforced by `auth.rs`. One module per resource: `tenants.rs`,
+//! `children.rs` (node groups and config patches), `machines.rs`,
+//! `machine_config.rs`, `downloads.rs`, `projected.rs`, `health.rs`,
+//! `users.rs`, `tokens.rs`, `login.rs`, `audit_log.rs`, and `ops.rs` for
+//! `/healthz`, `/readyz`, `/version`. Handlers parse (`body.rs`, `query.rs`),
+//! call `cms_tenancy` or the store, and reply (`reply.rs`); `error.rs` is the
+//! one place where failures become statuses and `{error, code, status}`
+//! bodies. `watch.rs`: the SSE stream. `audit.rs`: the middleware that records
+//! every mutation before the answer leaves. `request_id.rs`, `metrics.rs`:
+//! request ids and Prometheus metrics. `fallback.rs`: 404 and 405.
+//! `server.rs`: [`HttpService`], which sets `TCP_USER_TIMEOUT` on every
+//! connection so that a watcher that stops reading is cut off. `openapi/`: the
+//! OpenAPI document built from the route table, with a snapshot.
+//! `examples/hello.rs`: the bare actix-web baseline of the benchmark.
 
 mod audit;
 mod audit_log;

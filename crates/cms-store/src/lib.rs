@@ -11,6 +11,25 @@
 //! PostgreSQL, where several replicas share one database: each follows the
 //! others' writes through the event log, woken by `NOTIFY`, and [`Leases`]
 //! give one replica at a time a piece of work, with fenced writes.
+//!
+//! Where things are: `api.rs`, the [`Store`] trait (mocked under `testsuite`),
+//! keys, drafts and watch events. The writes are pure: `write.rs` is every
+//! write as a function of its tenant's rows, `view.rs` those rows as one write
+//! sees and changes them in memory, `rows.rs` new rows and their parts,
+//! `refs.rs` the `ConfigPatchesResolved` condition each write keeps. The SQL
+//! that runs them is apart: `commit.rs` submits a write and publishes it,
+//! `batch.rs` is group commit (lock the batch's tenants, load their rows, run
+//! the writes, write the result in multi-row statements, take the revisions
+//! and log the events, commit once). `cache.rs`: the read cache and the
+//! broadcast, applied strictly in revision order. `watch.rs`: bursts, replays
+//! a page of the log at a time, 410 past compaction, catch-up with the log.
+//! `listener.rs`: on PostgreSQL, `LISTEN cms_events` and a poll. `lease.rs`:
+//! [`Leases`] and fenced stores. `dialect.rs`: the statements that differ by
+//! backend. `render.rs`: rows to API JSON, once per write. `migration.rs`: the
+//! schema. `sql.rs`: [`SqlStore`] and [`StoreOptions`]. `projection.rs`,
+//! `secrets.rs`, `accounts*.rs`, `audit*.rs`: projected state, sealed secrets
+//! (never cached, logged or watched), accounts and the audit log.
+//! `conformance/`: the suite run on every backend (`conformance_suite!`).
 
 mod accounts;
 mod accounts_sql;

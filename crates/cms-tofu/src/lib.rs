@@ -7,6 +7,15 @@
 //! `destroy`) with a timeout that stops its whole process group, one run at a
 //! time per tenant. Cloud credentials come from the service's environment
 //! only and are redacted from whatever the tool prints.
+//!
+//! Where things are: `process.rs`, the one place a process is spawned (a
+//! process group per run, SIGTERM then SIGKILL at the timeout); `workspace.rs`
+//! and `providers/`, a `WorkspacePlan` to `main.tf.json`; `driver.rs`
+//! ([`Tofu`]), the per-tenant workspace (0700) and its runs, with the inputs
+//! hash of an apply; `credentials.rs`, `OCI_CLI_*` and `OS_*` from the
+//! environment, fingerprinted and redacted; `encryption.rs`, OpenTofu's state
+//! encryption block; `state.rs`, `show -json` to projected resources. `Runner`
+//! is the IO seam, with a mock. Details: `docs/provisioning.md`.
 
 mod credentials;
 mod driver;
