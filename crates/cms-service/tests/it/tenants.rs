@@ -58,3 +58,29 @@ async fn watch_sends_burst_sync_and_live_events_and_ends_at_shutdown() {
     h.state.shutdown.cancel();
     assert!(next_chunk(&mut body).await.is_none());
 }
+
+/// The API and a Rust tool on `cms-tenancy` refuse the same writes with the
+/// same message: the API maps the tool's typed error, it adds no rule.
+#[actix_web::test]
+async fn the_api_refuses_what_the_tenancy_refuses_in_the_same_words() {
+    let h = harness().await;
+    let tenancy = cms_tenancy::Tenancy::new(h.store.clone(), h.state.tenancy.secrets().clone());
+    let bodies = [
+        r#"{"metadata":{"name":"a"},"spec":{"kubernetesVersion":"1.31.0","talosVersion":"1.7.4"}}"#,
+        r#"{"metadata":{"name":"a"},"spec":{"kubernetesVersion":"1.31.0","nodeGroups":[{"name":"w",
+            "role":"worker","count":2,"providerClass":"metal:bare","providerConfig":{"hosts":[]}}]}}"#,
+        r#"{"metadata":{"name":"a"},"spec":{"kubernetesVersion":"1.31.0","podNetwork":["10.0.0.0/33"]}}"#,
+    ];
+    for body in bodies {
+        let over_http = h.post("/api/v1/tenants", body).await.error(422, "Invalid");
+        let tenant: cms_model::Tenant = cms_model::parse_json(body.as_bytes()).expect("parses");
+        match tenancy.create_tenant(tenant).await {
+            Err(cms_tenancy::TenancyError::Invalid(field)) => assert_eq!(field.to_string(), over_http),
+            other => panic!("{body}: the tenancy accepted what the API refused: {other:?}"),
+        }
+    }
+    assert!(
+        cms_store::Store::get(h.store.as_ref(), &cms_store::Key::tenant("a")).is_none(),
+        "nothing refused is written"
+    );
+}
