@@ -20,6 +20,11 @@
 //! - [`FakeNode::set_version`], [`FakeNode::set_latency`] and
 //!   [`FakeNode::set_failure`] change its answers while it runs;
 //!   [`FakeNode::stop`] takes it off the network (connections are refused).
+//! - The nodes of one cluster share a [`FakeEtcd`]
+//!   ([`FakeNodeOptions::etcd`]): `Bootstrap` starts it once (a second call
+//!   fails with `AlreadyExists`, as Talos's does), control planes join as
+//!   they take their config, `EtcdLeaveCluster`, `EtcdRemoveMemberByID` and
+//!   `Reset` change its members, and it notes whether quorum was ever lost.
 //! - [`FakeNode::calls`] lists every call that reached the service, in order,
 //!   with its method, payload, `node` metadata and time. [`Call::seq`] orders
 //!   calls across all fake nodes of one process.
@@ -28,9 +33,12 @@
 //! real server; it prints `listening on <addr>`, then one `call {json}` line
 //! per call.
 
+mod cluster;
+mod etcd;
 mod node;
 mod service;
 mod tls;
 
+pub use etcd::{FakeEtcd, FakeMember};
 pub use node::{FakeNode, FakeNodeError, FakeNodeOptions};
 pub use service::{Call, Failure, Method, Payload};

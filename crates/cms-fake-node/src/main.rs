@@ -89,6 +89,12 @@ fn print_call(call: &Call) {
             "stage": request.stage,
             "force": request.force,
         }),
+        Payload::Bootstrap(request) => json!({"recoverEtcd": request.recover_etcd}),
+        Payload::EtcdMemberList(request) => json!({"queryLocal": request.query_local}),
+        Payload::EtcdRemoveMemberById(request) => json!({"memberId": request.member_id}),
+        Payload::Reset(request) => {
+            json!({"graceful": request.graceful, "reboot": request.reboot, "mode": request.mode})
+        }
     };
     let at = call.at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let line = json!({

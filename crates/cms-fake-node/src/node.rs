@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
+use crate::etcd::FakeEtcd;
 use crate::service::{Behaviour, Call, Failure, FakeMachineService, OnCall, Shared};
 use crate::tls::{accept_loop, server_config};
 
@@ -40,6 +41,7 @@ pub struct FakeNodeOptions {
     maintenance: bool,
     behaviour: Behaviour,
     on_call: Option<OnCall>,
+    etcd: FakeEtcd,
 }
 
 impl std::fmt::Debug for FakeNodeOptions {
@@ -72,6 +74,7 @@ impl FakeNodeOptions {
                 upgrade_failure: None,
             },
             on_call: None,
+            etcd: FakeEtcd::default(),
         }
     }
 
@@ -133,6 +136,13 @@ impl FakeNodeOptions {
         self
     }
 
+    /// The etcd of the node's cluster: give every fake node of one cluster
+    /// the same one. Unless set, the node has an etcd of its own.
+    pub fn etcd(mut self, etcd: FakeEtcd) -> FakeNodeOptions {
+        self.etcd = etcd;
+        self
+    }
+
     /// Calls `on_call` with every call as it arrives.
     pub fn on_call(mut self, on_call: impl Fn(&Call) + Send + Sync + 'static) -> FakeNodeOptions {
         self.on_call = Some(Box::new(on_call));
@@ -163,6 +173,8 @@ impl FakeNode {
             upgrading: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
             on_call: options.on_call,
+            etcd: options.etcd,
+            control_plane: Default::default(),
         });
         let (sender, receiver) = mpsc::channel(64);
         let accept = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), sender));
@@ -184,6 +196,11 @@ impl FakeNode {
     /// Every call so far, in arrival order.
     pub fn calls(&self) -> Vec<Call> {
         self.shared.calls().clone()
+    }
+
+    /// The etcd of the node's cluster.
+    pub fn etcd(&self) -> &FakeEtcd {
+        &self.shared.etcd
     }
 
     /// Forgets the calls so far.
@@ -217,5 +234,8 @@ impl Drop for FakeNode {
         for task in &self.tasks {
             task.abort();
         }
+        // A member of etcd that stops no longer answers.
+        let hostname = self.shared.behaviour().hostname.clone();
+        self.shared.etcd.stopped(&hostname);
     }
 }

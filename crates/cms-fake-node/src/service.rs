@@ -7,11 +7,15 @@ use std::time::{Duration, SystemTime};
 use cms_nodeapi::proto::common::Metadata;
 use cms_nodeapi::proto::machine::machine_service_server::MachineService;
 use cms_nodeapi::proto::machine::{
-    ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, FeaturesInfo, PlatformInfo,
-    Upgrade, UpgradeRequest, UpgradeResponse, Version, VersionInfo, VersionResponse,
+    ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, BootstrapRequest,
+    BootstrapResponse, EtcdLeaveClusterRequest, EtcdLeaveClusterResponse, EtcdMemberListRequest,
+    EtcdMemberListResponse, EtcdRemoveMemberByIdRequest, EtcdRemoveMemberByIdResponse, EtcdStatusResponse,
+    FeaturesInfo, PlatformInfo, ResetRequest, ResetResponse, Upgrade, UpgradeRequest, UpgradeResponse,
+    Version, VersionInfo, VersionResponse,
 };
 use tonic::{Request, Response, Status};
 
+use crate::etcd::FakeEtcd;
 use crate::tls::PeerInfo;
 
 /// Orders calls across every fake node of the process.
@@ -23,6 +27,12 @@ pub enum Method {
     Version,
     ApplyConfiguration,
     Upgrade,
+    Bootstrap,
+    EtcdMemberList,
+    EtcdStatus,
+    EtcdLeaveCluster,
+    EtcdRemoveMemberById,
+    Reset,
 }
 
 impl Method {
@@ -32,6 +42,12 @@ impl Method {
             Method::Version => "Version",
             Method::ApplyConfiguration => "ApplyConfiguration",
             Method::Upgrade => "Upgrade",
+            Method::Bootstrap => "Bootstrap",
+            Method::EtcdMemberList => "EtcdMemberList",
+            Method::EtcdStatus => "EtcdStatus",
+            Method::EtcdLeaveCluster => "EtcdLeaveCluster",
+            Method::EtcdRemoveMemberById => "EtcdRemoveMemberByID",
+            Method::Reset => "Reset",
         }
     }
 }
@@ -43,6 +59,10 @@ pub enum Payload {
     Empty,
     ApplyConfiguration(ApplyConfigurationRequest),
     Upgrade(UpgradeRequest),
+    Bootstrap(BootstrapRequest),
+    EtcdMemberList(EtcdMemberListRequest),
+    EtcdRemoveMemberById(EtcdRemoveMemberByIdRequest),
+    Reset(ResetRequest),
 }
 
 /// One call that reached the fake node.
@@ -94,6 +114,10 @@ pub(crate) struct Shared {
     pub(crate) calls: Mutex<Vec<Call>>,
     /// Called with every call as it arrives (the binary prints them).
     pub(crate) on_call: Option<OnCall>,
+    /// The etcd of the node's cluster, shared with the other nodes of it.
+    pub(crate) etcd: FakeEtcd,
+    /// Whether the node took a control-plane config (and has not been reset since).
+    pub(crate) control_plane: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -178,7 +202,7 @@ pub(crate) struct FakeMachineService {
     pub(crate) shared: Arc<Shared>,
 }
 
-fn metadata(behaviour: &Behaviour) -> Option<Metadata> {
+pub(crate) fn metadata(behaviour: &Behaviour) -> Option<Metadata> {
     Some(Metadata { hostname: behaviour.hostname.clone(), ..Metadata::default() })
 }
 
@@ -191,6 +215,7 @@ impl MachineService for FakeMachineService {
         let payload = Payload::ApplyConfiguration(request.get_ref().clone());
         let behaviour = self.shared.serve(Method::ApplyConfiguration, payload, &request).await?;
         let request = request.into_inner();
+        self.shared.configured(&behaviour.hostname, &request.data);
         let message = ApplyConfiguration {
             metadata: metadata(&behaviour),
             warnings: Vec::new(),
@@ -213,6 +238,52 @@ impl MachineService for FakeMachineService {
             actor_id: format!("fake-{}", SEQUENCE.load(Ordering::SeqCst)),
         };
         Ok(Response::new(UpgradeResponse { messages: vec![message] }))
+    }
+
+    async fn bootstrap(
+        &self,
+        request: Request<BootstrapRequest>,
+    ) -> Result<Response<BootstrapResponse>, Status> {
+        let payload = Payload::Bootstrap(*request.get_ref());
+        let behaviour = self.shared.serve(Method::Bootstrap, payload, &request).await?;
+        Ok(Response::new(self.shared.bootstrap(&behaviour)?))
+    }
+
+    async fn etcd_member_list(
+        &self,
+        request: Request<EtcdMemberListRequest>,
+    ) -> Result<Response<EtcdMemberListResponse>, Status> {
+        let payload = Payload::EtcdMemberList(*request.get_ref());
+        let behaviour = self.shared.serve(Method::EtcdMemberList, payload, &request).await?;
+        Ok(Response::new(self.shared.member_list(&behaviour)?))
+    }
+
+    async fn etcd_status(&self, request: Request<()>) -> Result<Response<EtcdStatusResponse>, Status> {
+        let behaviour = self.shared.serve(Method::EtcdStatus, Payload::Empty, &request).await?;
+        Ok(Response::new(self.shared.member_status(&behaviour)?))
+    }
+
+    async fn etcd_leave_cluster(
+        &self,
+        request: Request<EtcdLeaveClusterRequest>,
+    ) -> Result<Response<EtcdLeaveClusterResponse>, Status> {
+        let behaviour = self.shared.serve(Method::EtcdLeaveCluster, Payload::Empty, &request).await?;
+        Ok(Response::new(self.shared.leave(&behaviour)?))
+    }
+
+    async fn etcd_remove_member_by_id(
+        &self,
+        request: Request<EtcdRemoveMemberByIdRequest>,
+    ) -> Result<Response<EtcdRemoveMemberByIdResponse>, Status> {
+        let payload = Payload::EtcdRemoveMemberById(*request.get_ref());
+        let behaviour = self.shared.serve(Method::EtcdRemoveMemberById, payload, &request).await?;
+        Ok(Response::new(self.shared.remove_member(&behaviour, request.get_ref().member_id)?))
+    }
+
+    async fn reset(&self, request: Request<ResetRequest>) -> Result<Response<ResetResponse>, Status> {
+        let payload = Payload::Reset(request.get_ref().clone());
+        let behaviour = self.shared.serve(Method::Reset, payload, &request).await?;
+        Ok(Response::new(self.shared.reset(&behaviour, request.get_ref().graceful)))
     }
 
     async fn version(&self, request: Request<()>) -> Result<Response<VersionResponse>, Status> {

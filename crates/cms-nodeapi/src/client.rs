@@ -10,6 +10,7 @@ use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::error::NodeApiError;
+use crate::etcd::{self, BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest};
 use crate::proto::common::Metadata;
 use crate::proto::machine::apply_configuration_request::Mode;
 use crate::proto::machine::machine_service_client::MachineServiceClient;
@@ -136,6 +137,52 @@ pub trait NodeApi: Send + Sync + 'static {
         credentials: &NodeCredentials,
         request: UpgradeRequest,
     ) -> Result<UpgradeOutcome, NodeApiError>;
+
+    /// `MachineService/Bootstrap`, on one control plane, once per cluster.
+    async fn bootstrap(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: BootstrapRequest,
+    ) -> Result<(), NodeApiError>;
+
+    /// `MachineService/EtcdMemberList`: the members of the cluster's etcd.
+    async fn etcd_member_list(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<Vec<EtcdMember>, NodeApiError>;
+
+    /// `MachineService/EtcdStatus`: the member on the node asked.
+    async fn etcd_status(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<EtcdMemberStatus, NodeApiError>;
+
+    /// `MachineService/EtcdLeaveCluster`: the node asked leaves etcd.
+    async fn etcd_leave_cluster(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<(), NodeApiError>;
+
+    /// `MachineService/EtcdRemoveMemberByID`: removes a member whose node
+    /// is gone, asked of another member.
+    async fn etcd_remove_member_by_id(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        member_id: u64,
+    ) -> Result<(), NodeApiError>;
+
+    /// `MachineService/Reset`: the node wipes itself.
+    async fn reset(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: ResetRequest,
+    ) -> Result<(), NodeApiError>;
 }
 
 /// The real client: one connection per call, bounded by a timeout that
@@ -181,7 +228,7 @@ impl TalosNodeClient {
 }
 
 /// A request with the `node` metadata when the call is routed.
-fn request<T>(target: &NodeTarget, message: T) -> Result<tonic::Request<T>, NodeApiError> {
+pub(crate) fn request<T>(target: &NodeTarget, message: T) -> Result<tonic::Request<T>, NodeApiError> {
     let mut request = tonic::Request::new(message);
     if let Some(node) = target.node() {
         let value = node.parse().map_err(|_| NodeApiError::InvalidAddress(node.to_string()))?;
@@ -190,12 +237,12 @@ fn request<T>(target: &NodeTarget, message: T) -> Result<tonic::Request<T>, Node
     Ok(request)
 }
 
-fn status(target: &NodeTarget) -> impl FnOnce(tonic::Status) -> NodeApiError + '_ {
+pub(crate) fn status(target: &NodeTarget) -> impl FnOnce(tonic::Status) -> NodeApiError + '_ {
     move |status| NodeApiError::Status { endpoint: target.endpoint(), status: Box::new(status) }
 }
 
 /// The first message of an answer, or the error a node reported in it.
-fn first<T>(
+pub(crate) fn first<T>(
     target: &NodeTarget,
     messages: Vec<T>,
     metadata: impl Fn(&T) -> Option<&Metadata>,
@@ -259,6 +306,57 @@ impl NodeApi for TalosNodeClient {
         let answer = client.upgrade(request(target, message)?).await.map_err(status(target))?.into_inner();
         let message = first(target, answer.messages, |m| m.metadata.as_ref())?;
         Ok(UpgradeOutcome { ack: message.ack, actor_id: message.actor_id })
+    }
+
+    async fn bootstrap(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: BootstrapRequest,
+    ) -> Result<(), NodeApiError> {
+        etcd::bootstrap(self.connect(target, credentials).await?, target, request).await
+    }
+
+    async fn etcd_member_list(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<Vec<EtcdMember>, NodeApiError> {
+        etcd::member_list(self.connect(target, credentials).await?, target).await
+    }
+
+    async fn etcd_status(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<EtcdMemberStatus, NodeApiError> {
+        etcd::member_status(self.connect(target, credentials).await?, target).await
+    }
+
+    async fn etcd_leave_cluster(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<(), NodeApiError> {
+        etcd::leave_cluster(self.connect(target, credentials).await?, target).await
+    }
+
+    async fn etcd_remove_member_by_id(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        member_id: u64,
+    ) -> Result<(), NodeApiError> {
+        etcd::remove_member(self.connect(target, credentials).await?, target, member_id).await
+    }
+
+    async fn reset(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: ResetRequest,
+    ) -> Result<(), NodeApiError> {
+        etcd::reset(self.connect(target, credentials).await?, target, request).await
     }
 }
 

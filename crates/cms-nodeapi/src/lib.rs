@@ -1,8 +1,10 @@
 //! The Talos node API (apid) client of `cms`: gRPC with tonic and prost over
-//! mTLS, on `.proto` files written from the field numbers that
-//! `../shared/talos/README.md` gives.
+//! mTLS, on `.proto` files written from the field numbers of Talos's
+//! `api/machine/machine.proto` (`docs/node-api.md` lists them).
 //!
-//! - [`NodeApi`]: the IO seam (`Version`, `ApplyConfiguration`, `Upgrade`),
+//! - [`NodeApi`]: the IO seam (`Version`, `ApplyConfiguration`, `Upgrade`,
+//!   and, to make machines one cluster, `Bootstrap`, `EtcdMemberList`,
+//!   `EtcdStatus`, `EtcdLeaveCluster`, `EtcdRemoveMemberByID` and `Reset`),
 //!   mocked as `MockNodeApi` under the `testsuite` feature;
 //!   [`TalosNodeClient`] is the real client.
 //! - [`NodeCredentials`]: the tenant's OS CA as the only root and a client
@@ -19,6 +21,7 @@
 
 mod client;
 mod error;
+mod etcd;
 mod target;
 mod tls;
 
@@ -29,6 +32,7 @@ pub use client::{
     UpgradeRequest, installer_image,
 };
 pub use error::NodeApiError;
+pub use etcd::{BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest, WipeMode};
 pub use target::{NODE_API_PORT, NodeTarget};
 pub use tls::{NodeCredentials, load_private_key};
 

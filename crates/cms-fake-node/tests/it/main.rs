@@ -1,5 +1,7 @@
 //! The node API client against the fake node: real gRPC over real mTLS.
 
+mod cluster;
+
 use std::time::{Duration, Instant};
 
 use cms_fake_node::{FakeNode, FakeNodeOptions, Method, Payload};
@@ -10,21 +12,21 @@ use cms_nodeapi::{
 };
 use cms_talos::SecretsBundle;
 
-const TTL: Duration = Duration::from_secs(600);
+pub(crate) const TTL: Duration = Duration::from_secs(600);
 
-fn bundle() -> SecretsBundle {
+pub(crate) fn bundle() -> SecretsBundle {
     SecretsBundle::generate("1.14.0").expect("a bundle")
 }
 
-fn client() -> TalosNodeClient {
+pub(crate) fn client() -> TalosNodeClient {
     TalosNodeClient::new(Duration::from_secs(2))
 }
 
-fn admin(bundle: &SecretsBundle) -> NodeCredentials {
+pub(crate) fn admin(bundle: &SecretsBundle) -> NodeCredentials {
     NodeCredentials::for_tenant(bundle, UserRole::Admin, TTL).expect("credentials")
 }
 
-fn target(node: &FakeNode) -> NodeTarget {
+pub(crate) fn target(node: &FakeNode) -> NodeTarget {
     NodeTarget::parse(&node.addr().to_string()).expect("a target")
 }
 

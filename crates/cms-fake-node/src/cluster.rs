@@ -1,0 +1,105 @@
+//! The fake node's part in its cluster: the answers to `Bootstrap`, the
+//! etcd calls and `Reset`, over the [`FakeEtcd`] its cluster shares.
+//!
+//! A node is a control plane once it took a config whose machine type is
+//! `controlplane` (the fake reads the rendered YAML's `type: controlplane`),
+//! and stops being one when it is reset.
+
+use std::sync::atomic::Ordering;
+
+use cms_nodeapi::proto::machine::{
+    Bootstrap, BootstrapResponse, EtcdLeaveCluster, EtcdLeaveClusterResponse, EtcdMember,
+    EtcdMemberListResponse, EtcdMemberStatus, EtcdMembers, EtcdRemoveMemberById,
+    EtcdRemoveMemberByIdResponse, EtcdStatus, EtcdStatusResponse, Reset, ResetResponse,
+};
+use tonic::Status;
+
+use crate::service::{Behaviour, Shared, metadata};
+
+/// The etcd ports of a member's URLs.
+const PEER_PORT: u16 = 2380;
+const CLIENT_PORT: u16 = 2379;
+
+impl Shared {
+    /// A config was applied: a control plane's makes the node one, and it
+    /// joins etcd (at once, or when etcd is bootstrapped).
+    pub(crate) fn configured(&self, hostname: &str, config: &[u8]) {
+        let text = String::from_utf8_lossy(config);
+        if text.lines().any(|line| line.trim() == "type: controlplane") {
+            self.control_plane.store(true, Ordering::SeqCst);
+            self.etcd.configured(hostname);
+        }
+    }
+
+    pub(crate) fn bootstrap(&self, behaviour: &Behaviour) -> Result<BootstrapResponse, Status> {
+        if !self.control_plane.load(Ordering::SeqCst) {
+            return Err(Status::failed_precondition(
+                "bootstrap is only available on a configured control plane",
+            ));
+        }
+        self.etcd.bootstrap(&behaviour.hostname)?;
+        Ok(BootstrapResponse { messages: vec![Bootstrap { metadata: metadata(behaviour) }] })
+    }
+
+    pub(crate) fn member_list(&self, behaviour: &Behaviour) -> Result<EtcdMemberListResponse, Status> {
+        self.etcd.member_id(&behaviour.hostname)?;
+        let members = self
+            .etcd
+            .members()
+            .into_iter()
+            .map(|member| EtcdMember {
+                id: member.id,
+                peer_urls: vec![format!("https://{}:{PEER_PORT}", member.hostname)],
+                client_urls: vec![format!("https://{}:{CLIENT_PORT}", member.hostname)],
+                hostname: member.hostname,
+                is_learner: false,
+            })
+            .collect();
+        let message = EtcdMembers { metadata: metadata(behaviour), legacy_members: Vec::new(), members };
+        Ok(EtcdMemberListResponse { messages: vec![message] })
+    }
+
+    pub(crate) fn member_status(&self, behaviour: &Behaviour) -> Result<EtcdStatusResponse, Status> {
+        let member_id = self.etcd.member_id(&behaviour.hostname)?;
+        let status = EtcdMemberStatus {
+            member_id,
+            protocol_version: "3.5.0".into(),
+            leader: self.etcd.leader().unwrap_or_default(),
+            ..EtcdMemberStatus::default()
+        };
+        let message = EtcdStatus { metadata: metadata(behaviour), member_status: Some(status) };
+        Ok(EtcdStatusResponse { messages: vec![message] })
+    }
+
+    pub(crate) fn leave(&self, behaviour: &Behaviour) -> Result<EtcdLeaveClusterResponse, Status> {
+        self.etcd.leave(&behaviour.hostname)?;
+        Ok(EtcdLeaveClusterResponse { messages: vec![EtcdLeaveCluster { metadata: metadata(behaviour) }] })
+    }
+
+    pub(crate) fn remove_member(
+        &self,
+        behaviour: &Behaviour,
+        member_id: u64,
+    ) -> Result<EtcdRemoveMemberByIdResponse, Status> {
+        self.etcd.remove_by_id(&behaviour.hostname, member_id)?;
+        let message = EtcdRemoveMemberById { metadata: metadata(behaviour) };
+        Ok(EtcdRemoveMemberByIdResponse { messages: vec![message] })
+    }
+
+    /// The node wipes itself: a graceful reset leaves etcd first; an
+    /// ungraceful one of a member leaves a member that no longer answers.
+    pub(crate) fn reset(&self, behaviour: &Behaviour, graceful: bool) -> ResetResponse {
+        if self.control_plane.swap(false, Ordering::SeqCst) {
+            match graceful {
+                true => self.etcd.forget(&behaviour.hostname),
+                false if self.etcd.member_id(&behaviour.hostname).is_ok() => {
+                    self.etcd.stopped(&behaviour.hostname)
+                }
+                false => self.etcd.forget(&behaviour.hostname),
+            }
+        }
+        let message =
+            Reset { metadata: metadata(behaviour), actor_id: format!("reset-{}", behaviour.hostname) };
+        ResetResponse { messages: vec![message] }
+    }
+}
