@@ -35,3 +35,11 @@ pub enum NodeApiError {
     #[error("{0} sent an empty answer")]
     EmptyAnswer(String),
 }
+
+impl NodeApiError {
+    /// Whether the node answered `AlreadyExists`: to `Bootstrap`, that etcd
+    /// was bootstrapped before.
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, NodeApiError::Status { status, .. } if status.code() == tonic::Code::AlreadyExists)
+    }
+}

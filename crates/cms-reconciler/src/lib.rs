@@ -17,13 +17,15 @@
 //! machines are asked `Version` until they answer; `rollout.rs`, rolling Talos
 //! upgrades, control planes one at a time, then workers within
 //! `maxParallelism`, with their state in annotations (`docs/upgrades.md`);
-//! `status.rs`, the status writes (the reconciler is the one writer of tenant
+//! `bootstrap.rs`, `Bootstrap` exactly once, the choice recorded before the
+//! call and the outcome after it; `status.rs`, the status writes (the reconciler is the one writer of tenant
 //! status); `controller.rs`, the loop (watch triggers, resync, bounded
 //! concurrency, one task per tenant, fenced work leases on PostgreSQL);
 //! `action.rs`, the backoff; `error.rs`, [`ReconcileError`], whose
 //! `is_transient` keeps a tenant out of `failed` while a retry may succeed.
 
 mod action;
+mod bootstrap;
 mod controller;
 mod error;
 mod machines;
@@ -34,6 +36,7 @@ mod settle;
 mod status;
 
 pub use action::{Action, Backoff};
+pub use bootstrap::{BOOTSTRAP_NODE_ANNOTATION, BOOTSTRAPPED_ANNOTATION};
 pub use controller::{ControllerOptions, run};
 pub use error::ReconcileError;
 pub use machines::{NODE_API_PORT, management_address};
@@ -41,7 +44,7 @@ pub use plan::{desired, machine_id};
 pub use reconcile::{APPLIED_ANNOTATION, Context, LeaseOptions, NODE_RETRY, reconcile};
 pub use rollout::{PAUSED_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
 pub use settle::CONFIG_HASH_ANNOTATION;
-pub use status::{MACHINES_READY, PROVISIONED, UPGRADING};
+pub use status::{BOOTSTRAPPED, MACHINES_READY, PROVISIONED, UPGRADING};
 
 #[cfg(test)]
 mod tests;

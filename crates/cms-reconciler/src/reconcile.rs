@@ -5,8 +5,8 @@
 //! good apply's (the tenant's [`APPLIED_ANNOTATION`]) and no machine awaits
 //! replacement, no tool runs. Otherwise
 //! apply (replacing deleted machines), record the projection, bring the
-//! machines in the store in line with it, apply `metal` configs, and write
-//! the status. A deleting tenant: destroy, then clear the finalizers, which
+//! machines in the store in line with it, apply `metal` configs, bootstrap
+//! etcd once (`bootstrap.rs`), and write the status. A deleting tenant: destroy, then clear the finalizers, which
 //! removes the record and everything in it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,11 +19,12 @@ use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store};
 use cms_tenancy::{MachineConfigs, NodeClient};
 use cms_tofu::{Tofu, WorkspacePlan, project};
 
+use crate::bootstrap::{self, Bootstrap};
 use crate::machines::{self, newest_first, planned};
 use crate::plan;
 use crate::rollout::{self, Rollout, UPGRADE_POLL};
 use crate::settle::settle;
-use crate::status::{self, MACHINES_READY, PROVISIONED, UPGRADING, set_condition};
+use crate::status::{self, BOOTSTRAPPED, MACHINES_READY, PROVISIONED, UPGRADING, set_condition};
 use crate::{Action, ReconcileError};
 
 /// The tenant annotation holding the inputs hash (rendered workspace and
@@ -129,10 +130,21 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     // the rolling upgrade of machines on another Talos version.
     let settled = settle(tenant, &plan, ctx).await?;
     let rollout = rollout::advance(tenant, generation, &plan, ctx).await?;
-    let ready = settled.all_ready() && rollout == Rollout::Idle;
+    let bootstrap = bootstrap::ensure(tenant, &plan, ctx).await?;
+    let ready = settled.all_ready() && rollout == Rollout::Idle && matches!(bootstrap, Bootstrap::Done(_));
     status::update(store, name, |status| {
         status.ready = ready;
         status.observed_generation = generation;
+        match &bootstrap {
+            Bootstrap::Done(machine) => set_condition(
+                status,
+                BOOTSTRAPPED,
+                true,
+                "Bootstrapped",
+                &format!("etcd bootstrapped on {machine}"),
+            ),
+            Bootstrap::Waiting(why) => set_condition(status, BOOTSTRAPPED, false, "Waiting", why),
+        }
         if settled.pending.is_empty() {
             set_condition(status, MACHINES_READY, true, "Ready", &settled.summary());
         } else {

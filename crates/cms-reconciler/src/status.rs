@@ -16,6 +16,9 @@ pub const PROVISIONED: &str = "Provisioned";
 /// The condition of the nodes: every machine has its config (metal hosts
 /// take it over the node API) and answers with the tenant's credentials.
 pub const MACHINES_READY: &str = "MachinesReady";
+/// The condition of etcd's bootstrap: `True` once `Bootstrap` succeeded on
+/// the chosen control plane, `False` with what it waits for.
+pub const BOOTSTRAPPED: &str = "Bootstrapped";
 /// The condition of a rolling Talos upgrade: `True` while it runs (with
 /// the progress), `False` when it is paused (with the reason) or done.
 pub const UPGRADING: &str = "Upgrading";

@@ -14,7 +14,7 @@ use cms_tofu::{Credentials, Invocation, Output, Runner, Tofu, TofuError, TofuOpt
 use serde_json::{Value, json};
 
 use cms_nodeapi::NodeApiError;
-use cms_tenancy::{MachineConfigs, MockMachineConfigs, MockNodeClient, NodeClient, NodeError};
+use cms_tenancy::{Bootstrapped, MachineConfigs, MockMachineConfigs, MockNodeClient, NodeClient, NodeError};
 
 use crate::{Action, Context, reconcile};
 
@@ -84,6 +84,7 @@ fn unreachable() -> Arc<dyn NodeClient> {
     let mut nodes = MockNodeClient::new();
     nodes.expect_apply_config().returning(|_, _, _| Err(refused("connection refused")));
     nodes.expect_version().returning(|_| Err(refused("connection refused")));
+    nodes.expect_bootstrap().returning(|_| Err(refused("connection refused")));
     Arc::new(nodes)
 }
 
@@ -164,6 +165,11 @@ async fn metal_hosts_take_their_configs_in_maintenance_mode_then_become_ready() 
         .times(3)
         .returning(|_, _, _| Ok(()));
     nodes.expect_version().times(3).returning(|_| Ok("1.14.0".into()));
+    nodes
+        .expect_bootstrap()
+        .withf(|node| node.machine == "cp-0")
+        .times(1)
+        .returning(|_| Ok(Bootstrapped::Now));
     let f = fixture(Arc::new(nodes)).await;
     create(f.store.as_ref(), "acme", 2).await;
     assert_eq!(f.store.projection(Some("acme".into())).await.unwrap(), None);
@@ -175,6 +181,7 @@ async fn metal_hosts_take_their_configs_in_maintenance_mode_then_become_ready() 
     assert!(status.ready && status.last_applied_at.is_some());
     assert_eq!(status.observed_generation, 1);
     assert_eq!(condition(&status, crate::MACHINES_READY).message, "3 of 3 machines ready");
+    assert_eq!(condition(&status, crate::BOOTSTRAPPED).message, "etcd bootstrapped on cp-0");
     let machines = machines(f.store.as_ref(), "acme");
     let ids: Vec<_> = machines.iter().map(|m| m.metadata.name.as_str()).collect();
     assert_eq!(ids, ["cp-0", "workers-0", "workers-1"]);
@@ -201,6 +208,7 @@ async fn unreachable_hosts_keep_the_tenant_unready_and_are_retried_without_the_t
         if on.load(Ordering::SeqCst) { Ok(()) } else { Err(refused("connection refused")) }
     });
     nodes.expect_version().returning(|_| Ok("1.13.2".into()));
+    nodes.expect_bootstrap().times(1).returning(|_| Ok(Bootstrapped::Now));
     let f = fixture(Arc::new(nodes)).await;
     create(f.store.as_ref(), "acme", 1).await;
 
@@ -213,6 +221,9 @@ async fn unreachable_hosts_keep_the_tenant_unready_and_are_retried_without_the_t
     assert_eq!(pending.status, "False");
     assert!(pending.message.contains("cp-0: applying the machine config: "), "{pending:?}");
     assert!(pending.message.contains("reported: connection refused"), "{pending:?}");
+    let waiting = condition(&status, crate::BOOTSTRAPPED);
+    assert_eq!(waiting.status, "False");
+    assert_eq!(waiting.message, "waiting for control plane cp-0 to take its config");
     assert!(
         machines(f.store.as_ref(), "acme")
             .iter()
@@ -238,6 +249,7 @@ async fn a_changed_config_reaches_configured_hosts_with_the_tenant_credentials()
         Ok(())
     });
     nodes.expect_version().returning(|_| Ok("1.14.0".into()));
+    nodes.expect_bootstrap().times(1).returning(|_| Ok(Bootstrapped::Now));
     let extra = Arc::new(Mutex::new(String::new()));
     let f = fixture_with(Arc::new(nodes), renderer(extra.clone())).await;
     create(f.store.as_ref(), "acme", 1).await;
@@ -395,6 +407,7 @@ struct Upgradable {
     down: Mutex<std::collections::HashSet<String>>,
     upgrades: Mutex<Vec<String>>,
     fail: Mutex<Option<String>>,
+    bootstraps: Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -413,6 +426,12 @@ impl NodeClient for Upgradable {
             return Err(refused("rebooting"));
         }
         Ok(self.versions.lock().unwrap().get(&node.machine).cloned().unwrap_or_else(|| "1.14.0".into()))
+    }
+
+    async fn bootstrap(&self, node: &cms_tenancy::NodeRef) -> Result<Bootstrapped, NodeError> {
+        let mut calls = self.bootstraps.lock().unwrap();
+        calls.push(node.machine.clone());
+        Ok(if calls.len() == 1 { Bootstrapped::Now } else { Bootstrapped::Already })
     }
 
     async fn upgrade(&self, node: &cms_tenancy::NodeRef, version: &str) -> Result<(), NodeError> {
@@ -510,4 +529,33 @@ async fn a_failed_upgrade_pauses_until_the_annotation_goes() {
     }
     assert!(tenant(f.store.as_ref(), "acme").status.ready);
     assert_eq!(nodes.upgrades.lock().unwrap().len(), 2 + 5);
+}
+
+#[tokio::test]
+async fn etcd_is_bootstrapped_once_on_the_recorded_control_plane() {
+    let nodes = Arc::new(Upgradable::default());
+    let f = fixture(nodes.clone()).await;
+    upgradable_tenant(&f, "1.14.0").await;
+    // A choice recorded before a crash: the call goes to that machine, not
+    // to the first control plane.
+    crate::rollout::set_annotation(&f.ctx, "acme", crate::BOOTSTRAP_NODE_ANNOTATION, Some("cp-1".into()))
+        .await
+        .unwrap();
+    reconcile("acme", &f.ctx).await.unwrap();
+    let status = tenant(f.store.as_ref(), "acme").status;
+    assert!(status.ready, "{status:?}");
+    assert_eq!(condition(&status, crate::BOOTSTRAPPED).message, "etcd bootstrapped on cp-1");
+    for _ in 0..3 {
+        reconcile("acme", &f.ctx).await.unwrap();
+    }
+    assert_eq!(*nodes.bootstraps.lock().unwrap(), ["cp-1"], "one Bootstrap call in all");
+
+    // The outcome lost (a crash after the call): the same machine is asked
+    // again, answers that etcd runs, and that counts as done.
+    crate::rollout::set_annotation(&f.ctx, "acme", crate::BOOTSTRAPPED_ANNOTATION, None).await.unwrap();
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(*nodes.bootstraps.lock().unwrap(), ["cp-1", "cp-1"], "never another node");
+    let annotations = tenant(f.store.as_ref(), "acme").metadata.annotations;
+    assert!(annotations[crate::BOOTSTRAPPED_ANNOTATION].starts_with("cp-1 "), "{annotations:?}");
+    assert!(tenant(f.store.as_ref(), "acme").status.ready);
 }

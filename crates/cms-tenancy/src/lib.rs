@@ -42,7 +42,7 @@ pub use credentials::{SealedCredentials, TenantCredentials};
 pub use error::TenancyError;
 #[cfg(any(test, feature = "testsuite"))]
 pub use nodes::MockNodeClient;
-pub use nodes::{NodeClient, NodeError, NodeRef, TenantNodeClient, talos_node_api};
+pub use nodes::{Bootstrapped, NodeClient, NodeError, NodeRef, TenantNodeClient, talos_node_api};
 #[cfg(any(test, feature = "testsuite"))]
 pub use render::MockMachineConfigs;
 pub use render::{MachineConfigs, StoreMachineConfigs};

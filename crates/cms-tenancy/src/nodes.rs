@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cms_nodeapi::{
-    ApplyMode, ApplyRequest, NodeApi, NodeApiError, NodeCredentials, NodeTarget, TalosNodeClient,
-    UpgradeRequest, installer_image,
+    ApplyMode, ApplyRequest, BootstrapRequest, NodeApi, NodeApiError, NodeCredentials, NodeTarget,
+    TalosNodeClient, UpgradeRequest, installer_image,
 };
 
 use crate::credentials::TenantCredentials;
@@ -60,6 +60,19 @@ pub trait NodeClient: Send + Sync + 'static {
     /// `Upgrade` to Talos `version` (such as `1.14.1`) with the installer
     /// image of that version, in place, with the tenant's credentials.
     async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), NodeError>;
+
+    /// `Bootstrap` on a control plane, with the tenant's credentials. A node
+    /// that answers that etcd is already bootstrapped counts as done.
+    async fn bootstrap(&self, node: &NodeRef) -> Result<Bootstrapped, NodeError>;
+}
+
+/// What a `Bootstrap` call found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bootstrapped {
+    /// This call started etcd.
+    Now,
+    /// etcd was bootstrapped before (by an earlier call whose answer was lost).
+    Already,
 }
 
 /// The real node API client, whose calls (connecting included) give up
@@ -143,6 +156,16 @@ impl NodeClient for TenantNodeClient {
             UpgradeRequest { image: installer_image(version), preserve: true, stage: false, force: false };
         self.api.upgrade(&target, &credentials, request).await?;
         Ok(())
+    }
+
+    async fn bootstrap(&self, node: &NodeRef) -> Result<Bootstrapped, NodeError> {
+        let target = NodeTarget::parse(&node.management_address)?;
+        let credentials = self.tenant_credentials(&node.tenant).await?;
+        match self.api.bootstrap(&target, &credentials, BootstrapRequest::default()).await {
+            Ok(()) => Ok(Bootstrapped::Now),
+            Err(err) if err.is_already_exists() => Ok(Bootstrapped::Already),
+            Err(err) => Err(err.into()),
+        }
     }
 
     async fn version(&self, node: &NodeRef) -> Result<String, NodeError> {

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use cms_model::{Phase, Role, Tenant};
 use cms_reconciler::{Context, reconcile};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
-use cms_tenancy::{MachineConfigs, NodeClient, NodeError, NodeRef, TenancyError};
+use cms_tenancy::{Bootstrapped, MachineConfigs, NodeClient, NodeError, NodeRef, TenancyError};
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use serde_json::json;
 
@@ -167,7 +167,7 @@ async fn pass(ctx: &Arc<Context>, tenants: std::ops::Range<usize>, concurrency: 
     Ok(())
 }
 
-/// Nodes that take every config and answer every `Version` at once.
+/// Nodes that take every config, answer every `Version` and bootstrap at once.
 struct AnsweringNodes;
 
 #[async_trait]
@@ -182,6 +182,10 @@ impl NodeClient for AnsweringNodes {
 
     async fn upgrade(&self, _node: &NodeRef, _version: &str) -> Result<(), NodeError> {
         Ok(())
+    }
+
+    async fn bootstrap(&self, _node: &NodeRef) -> Result<Bootstrapped, NodeError> {
+        Ok(Bootstrapped::Now)
     }
 }
 
