@@ -6,8 +6,9 @@
 //! replacement, no tool runs. Otherwise
 //! apply (replacing deleted machines), record the projection, bring the
 //! machines in the store in line with it, apply `metal` configs, bootstrap
-//! etcd once (`bootstrap.rs`), and write the status. A deleting tenant: destroy, then clear the finalizers, which
-//! removes the record and everything in it.
+//! etcd once (`bootstrap.rs`), and write the status. A deleting tenant:
+//! destroy, then clear the finalizers, which removes the record and
+//! everything in it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

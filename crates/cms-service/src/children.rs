@@ -46,8 +46,8 @@ pub(crate) async fn list<C: Child>(
     query: ListQuery,
 ) -> Result<HttpResponse, ApiError> {
     let page = query.without_watch()?;
-    require_tenant(state.store.as_ref(), &tenant)?;
-    Ok(reply::listing(&state.store.list(C::Resource::KIND, Some(tenant.into_inner()), page)))
+    require_tenant(state.store().as_ref(), &tenant)?;
+    Ok(reply::listing(&state.store().list(C::Resource::KIND, Some(tenant.into_inner()), page)))
 }
 
 /// `POST .../{kind}`: 201 with the new object.
@@ -69,7 +69,7 @@ pub(crate) async fn get<C: Child>(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, name) = path.into_inner();
-    let object = find(state.store.as_ref(), &key::<C>(tenant, name))?;
+    let object = find(state.store().as_ref(), &key::<C>(tenant, name))?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 

@@ -34,7 +34,7 @@ fn key(tenant: String, id: String) -> Key {
 /// `GET /machines`: the machines of every tenant, by tenant then name.
 pub(crate) async fn list_all(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
     let page = query.without_watch()?;
-    Ok(reply::listing(&state.store.list(Kind::Machine, None, page)))
+    Ok(reply::listing(&state.store().list(Kind::Machine, None, page)))
 }
 
 /// `GET /tenants/{tenant}/machines`.
@@ -44,8 +44,8 @@ pub(crate) async fn list(
     query: ListQuery,
 ) -> Result<HttpResponse, ApiError> {
     let page = query.without_watch()?;
-    require_tenant(state.store.as_ref(), &tenant)?;
-    Ok(reply::listing(&state.store.list(Kind::Machine, Some(tenant.into_inner()), page)))
+    require_tenant(state.store().as_ref(), &tenant)?;
+    Ok(reply::listing(&state.store().list(Kind::Machine, Some(tenant.into_inner()), page)))
 }
 
 /// `GET /tenants/{tenant}/machines/{id}`.
@@ -54,7 +54,7 @@ pub(crate) async fn get(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, id) = path.into_inner();
-    let object = find(state.store.as_ref(), &key(tenant, id))?;
+    let object = find(state.store().as_ref(), &key(tenant, id))?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 
@@ -69,7 +69,7 @@ pub(crate) async fn update_status(
     let update: StatusUpdate = body.parse()?;
     let expected = check_update(&id, &update.metadata)?;
     let status = serde_json::to_value(&update.status).map_err(|err| ApiError::internal(&err))?;
-    let object = state.store.update_status(key(tenant, id), status, Some(expected)).await?;
+    let object = state.store().update_status(key(tenant, id), status, Some(expected)).await?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 
@@ -79,6 +79,6 @@ pub(crate) async fn delete(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, id) = path.into_inner();
-    let deleted = state.store.delete(key(tenant, id)).await?;
+    let deleted = state.store().delete(key(tenant, id)).await?;
     Ok(reply::deleted(&deleted))
 }

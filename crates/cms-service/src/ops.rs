@@ -39,7 +39,7 @@ pub(crate) async fn healthz() -> HttpResponse {
 
 /// `GET /readyz`: the store is migrated and answers.
 pub(crate) async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    match state.store.ping().await {
+    match state.store().ping().await {
         Ok(()) => Ok(text("ready")),
         Err(err) => {
             tracing::warn!(error = %err, "readiness check failed");

@@ -21,7 +21,7 @@ pub(crate) async fn list(
     state: web::Data<AppState>,
     tenant: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    require_tenant(state.store.as_ref(), &tenant)?;
+    require_tenant(state.store().as_ref(), &tenant)?;
     let items = projection(&state, Some(tenant.into_inner())).await?;
     respond(items)
 }
@@ -32,14 +32,14 @@ pub(crate) async fn list_kind(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (tenant, kind) = path.into_inner();
-    require_tenant(state.store.as_ref(), &tenant)?;
+    require_tenant(state.store().as_ref(), &tenant)?;
     let mut items = projection(&state, Some(tenant)).await?;
     items.retain(|item| item.kind.eq_ignore_ascii_case(&kind));
     respond(items)
 }
 
 pub(crate) async fn projection(state: &AppState, tenant: Option<String>) -> Result<Vec<Projected>, ApiError> {
-    state.store.projection(tenant).await?.ok_or_else(|| {
+    state.store().projection(tenant).await?.ok_or_else(|| {
         ApiError::Unavailable(
             "projected state is not available yet: no provisioning run has completed".to_string(),
         )

@@ -51,8 +51,6 @@ impl Default for ServiceOptions {
 /// The state shared by every worker and handler. Cloning is cheap.
 #[derive(Clone)]
 pub struct AppState {
-    /// The tenancy's store, for reads and watches.
-    pub store: Arc<dyn Store>,
     /// What tenant operations mean: every write of a tenant, node group or
     /// config patch, and the documents built from a tenant's secrets.
     pub tenancy: Tenancy,
@@ -76,15 +74,12 @@ impl AppState {
         prober: Arc<Prober>,
         options: ServiceOptions,
     ) -> AppState {
-        AppState {
-            store: tenancy.store().clone(),
-            tenancy,
-            auth,
-            audit,
-            prober,
-            options,
-            shutdown: CancellationToken::new(),
-        }
+        AppState { tenancy, auth, audit, prober, options, shutdown: CancellationToken::new() }
+    }
+
+    /// The tenancy's store, for reads and watches.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.tenancy.store()
     }
 
     /// Replaces the prober.

@@ -18,7 +18,7 @@ pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result
     if query.watch {
         return watch::respond(&state, Kind::Tenant, query.since).await;
     }
-    Ok(reply::listing(&state.store.list(Kind::Tenant, None, query.page)))
+    Ok(reply::listing(&state.store().list(Kind::Tenant, None, query.page)))
 }
 
 /// `POST /tenants`: 201 with the new tenant, whose secrets bundle is
@@ -39,7 +39,7 @@ pub(crate) async fn get(
     state: web::Data<AppState>,
     name: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let object = find(state.store.as_ref(), &Key::tenant(name.into_inner()))?;
+    let object = find(state.store().as_ref(), &Key::tenant(name.into_inner()))?;
     Ok(reply::object(StatusCode::OK, &object))
 }
 

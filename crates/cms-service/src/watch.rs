@@ -25,7 +25,7 @@ pub(crate) async fn respond(
     kind: Kind,
     since: Option<u64>,
 ) -> Result<HttpResponse, ApiError> {
-    let watch = state.store.watch(kind, since).await?;
+    let watch = state.store().watch(kind, since).await?;
     let frames = frames(watch, since.is_some(), state.options.watch_heartbeat, state.shutdown.clone());
     Ok(HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, HeaderValue::from_static("text/event-stream")))

@@ -82,7 +82,7 @@ fn refs_of(view: &View<'_>, tenant: &Key, spec: &str) -> Result<TenantSpec, Stor
 }
 
 /// The `configPatches` of a spec's JSON text; a quick look at the text
-/// spares the parse of a spec without any.
+/// spares the parse of a spec whose lists are all empty, as most are.
 fn refs_in(key: &Key, spec: &str) -> Result<Vec<ConfigPatchRef>, StoreError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -90,7 +90,9 @@ fn refs_in(key: &Key, spec: &str) -> Result<Vec<ConfigPatchRef>, StoreError> {
         #[serde(default)]
         config_patches: Vec<ConfigPatchRef>,
     }
-    if !spec.contains("\"configPatches\"") {
+    const FIELD: &str = "\"configPatches\"";
+    let may_refer = spec.match_indices(FIELD).any(|(at, _)| !spec[at + FIELD.len()..].starts_with(":[]"));
+    if !may_refer {
         return Ok(Vec::new());
     }
     let refs: Refs = serde_json::from_str(spec).map_err(|err| {
@@ -150,4 +152,24 @@ fn write_time(view: &View<'_>) -> Result<DateTime<Utc>, StoreError> {
     DateTime::parse_from_rfc3339(view.now())
         .map(|time| time.with_timezone(&Utc))
         .map_err(|err| StoreError::Corrupt(format!("the write's time {:?}: {err}", view.now())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_specs_that_may_refer_to_a_patch_are_parsed() {
+        let key = Key::tenant("a");
+        // Not parsed: a broken text with empty lists only is not looked at.
+        assert!(
+            refs_in(&key, r#"{"configPatches":[],"nodeGroups":[{"configPatches":[]}"#).unwrap().is_empty()
+        );
+        assert!(refs_in(&key, r#"{"kubernetesVersion":"1.31.0"}"#).unwrap().is_empty());
+        let spaced = refs_in(&key, r#"{"configPatches": [{"name": "dns"}]}"#).unwrap();
+        assert_eq!(spaced, [ConfigPatchRef { name: "dns".into() }]);
+        let compact = refs_in(&key, r#"{"configPatches":[{"name":"dns"}],"podNetwork":[]}"#).unwrap();
+        assert_eq!(compact.len(), 1);
+        assert!(matches!(refs_in(&key, r#"{"configPatches":7}"#), Err(StoreError::Refused(_))));
+    }
 }

@@ -100,14 +100,10 @@ impl Secrets {
         self.pool.stop();
     }
 
-    /// The Talos version a new tenant's bundle is generated for: its own,
-    /// else the default. `field` names it in the 422 of an unsupported one.
-    pub(crate) fn talos_version(&self, field: &str, wanted: Option<&str>) -> Result<String, TenancyError> {
-        let Some(version) = wanted else {
-            return Ok(self.options.default_talos_version.clone());
-        };
-        check_talos_version(field, version)?;
-        Ok(version.to_string())
+    /// The Talos version a new tenant's bundle is generated for: its own
+    /// (checked with the tenant), else the default.
+    pub(crate) fn talos_version(&self, wanted: Option<&str>) -> String {
+        wanted.unwrap_or(&self.options.default_talos_version).to_string()
     }
 
     /// Generates a bundle for `tenant` and seals it. The service-account key

@@ -73,8 +73,7 @@ impl Tenancy {
             .creating
             .reserve(&name)
             .ok_or_else(|| TenancyError::Conflict(format!("{key} is being created")))?;
-        let version =
-            self.secrets.talos_version("spec.talosVersion", tenant.spec.talos_version.as_deref())?;
+        let version = self.secrets.talos_version(tenant.spec.talos_version.as_deref());
         let mut draft = tenant.draft()?;
         draft.secrets = Some(self.secrets.generate_sealed(&name, version).await?);
         Ok(self.store.create(key, draft).await?)
