@@ -4,7 +4,8 @@
 //! config, and `wait --for=delete` once the tenant is torn down.
 
 use cms_e2e::cli::Cli;
-use cms_e2e::nodes::{FakeNodeProcess, StoreWriter};
+use cms_e2e::cluster::{FakeCluster, Host};
+use cms_e2e::nodes::StoreWriter;
 use serde_json::Value;
 
 use crate::provisioning::{CONVERGE, Engine, host_address};
@@ -27,13 +28,11 @@ async fn wait_for_ready_and_for_delete_on_a_provisioned_tenant() {
     cli.run_with_input(&["login", "-u", "admin", "--password-stdin"], "e2e-admin-password\n").expect(0);
     let host = host_address(9, 1);
     assert_eq!(cli.run_with_input(&["apply", "-f", "-"], &tenant(&host)).ok(), "tenant/omega created\n");
-    // The host: a fake node in maintenance mode, which takes its config.
-    let store = StoreWriter::open(server.data_dir()).await;
-    let node = FakeNodeProcess::start(
-        &store.os_ca_dir("omega").await,
-        &["--maintenance", "--listen", &format!("{host}:50000")],
-    );
-    drop(store);
+    // The host: a fake node in maintenance mode, which takes its config,
+    // bootstraps etcd and registers its Node with the Kubernetes API.
+    let bundle = StoreWriter::open(server.data_dir()).await.bundle("omega").await;
+    let cluster = FakeCluster::start(&bundle, &[Host::new("cp-0", &host, true)], |_, options| options).await;
+    let node = cluster.node("cp-0");
 
     let timeout = format!("--timeout={}s", CONVERGE.as_secs());
     let ready = cli.run(&["wait", "tenant/omega", "--for=ready", &timeout]);

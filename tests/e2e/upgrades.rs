@@ -4,11 +4,13 @@
 
 use std::time::Duration;
 
-use cms_e2e::nodes::{FakeNodeProcess, StoreWriter};
+use cms_e2e::cluster::{ClusterNode, FakeCluster};
+use cms_e2e::nodes::StoreWriter;
 use cms_e2e::{Api, Server};
 use serde_json::{Value, json};
 
-use crate::provisioning::{CONVERGE, Engine, converged, eventually, host_address, metal_tenant};
+use crate::provisioning::cluster::hosts;
+use crate::provisioning::{CONVERGE, Engine, converged, eventually, metal_tenant};
 
 /// How long an upgraded fake node stays down.
 const REBOOT: Duration = Duration::from_secs(1);
@@ -17,7 +19,7 @@ const REBOOT: Duration = Duration::from_secs(1);
 struct Node {
     id: String,
     control_plane: bool,
-    fake: FakeNodeProcess,
+    fake: ClusterNode,
 }
 
 impl Node {
@@ -29,36 +31,28 @@ impl Node {
 /// A tenant of 3 control planes and 3 workers (2 upgraded at once) on
 /// Talos 1.14.0, converged on fake nodes; `extra` adds arguments to the
 /// fake of one machine.
-async fn cluster(engine: &Engine, name: &str, extra: &[(&str, &[&str])]) -> (Server, Vec<Node>) {
+async fn cluster(engine: &Engine, name: &str, fail_upgrade: &[(&str, &str)]) -> (Server, Vec<Node>) {
     let server = engine.options().start().await;
     let api = server.api();
     let mut body = metal_tenant(name, 3, 3);
     body["spec"]["talosVersion"] = json!("1.14.0");
     body["spec"]["nodeGroups"][1]["maxParallelism"] = json!(2);
     api.post("/api/v1/tenants", &body).await.expect(201);
-    let store = StoreWriter::open(server.data_dir()).await;
-    let ca = store.os_ca_dir(name).await;
-    let delay = format!("{}s", REBOOT.as_secs());
-    let mut nodes = Vec::new();
-    for (id, net, host) in [
-        ("cp-0", 1, 1),
-        ("cp-1", 1, 2),
-        ("cp-2", 1, 3),
-        ("workers-0", 2, 1),
-        ("workers-1", 2, 2),
-        ("workers-2", 2, 3),
-    ] {
-        let listen = format!("{}:50000", host_address(net, host));
-        let mut args = vec!["--maintenance", "--listen", &listen, "--upgrade-delay", &delay];
-        for (machine, more) in extra {
-            if *machine == id {
-                args.extend_from_slice(more);
-            }
+    let bundle = StoreWriter::open(server.data_dir()).await.bundle(name).await;
+    let cluster = FakeCluster::start(&bundle, &hosts(3, 3), |host, options| {
+        let options = options.upgrade_delay(REBOOT);
+        match fail_upgrade.iter().find(|(machine, _)| *machine == host.machine) {
+            Some((_, message)) => options.upgrade_failure(*message),
+            None => options,
         }
-        let fake = FakeNodeProcess::start(&ca, &args);
-        nodes.push(Node { id: id.to_string(), control_plane: net == 1, fake });
-    }
-    drop(store);
+    })
+    .await;
+    // The nodes keep the cluster's etcd and Kubernetes API alive.
+    let nodes = cluster
+        .nodes
+        .into_iter()
+        .map(|fake| Node { id: fake.host.machine.clone(), control_plane: fake.host.control_plane, fake })
+        .collect();
     converged(&api, name).await;
     (server, nodes)
 }
@@ -141,8 +135,7 @@ async fn control_planes_one_at_a_time_then_workers_within_max_parallelism() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_node_pauses_the_rollout_with_the_reason() {
     let engine = Engine::new();
-    let (server, nodes) =
-        cluster(&engine, "paused", &[("cp-1", &["--fail-upgrade", "the disk is full"])]).await;
+    let (server, nodes) = cluster(&engine, "paused", &[("cp-1", "the disk is full")]).await;
     let api = server.api();
     set_talos_version(&api, "paused", "1.14.1").await;
     let tenant = eventually("the rollout to pause", CONVERGE, || async {

@@ -11,7 +11,9 @@
 //! `listening on <addr>` log line, for anything that starts a server.
 //!
 //! [`nodes`] runs fake Talos nodes (`cms-fake-node`) and writes machines into
-//! a stopped server's store, as the reconciler would.
+//! a stopped server's store, as the reconciler would; [`cluster`] runs a
+//! fake cluster in this process: fake nodes sharing an etcd, and a fake
+//! Kubernetes API server they register with.
 //!
 //! Every wait is bounded: a server that does not start, answer or stop in time
 //! fails the test with its log attached, never hangs it.
@@ -19,6 +21,7 @@
 mod api;
 mod binary;
 pub mod cli;
+pub mod cluster;
 pub mod fixtures;
 pub mod nodes;
 pub mod raw;

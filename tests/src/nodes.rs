@@ -106,6 +106,17 @@ impl Drop for FakeNodeProcess {
     }
 }
 
+/// The secrets bundle of `tenant` in the store at `url` (such as a
+/// PostgreSQL database several replicas share), opened with the sealing
+/// key `key_base64` named `key_id`.
+pub async fn bundle_at(url: &str, key_id: &str, key_base64: &str, tenant: &str) -> cms_talos::SecretsBundle {
+    let store = SqlStore::open(&StoreOptions::new(url)).await.expect("the store opens");
+    let sealer =
+        Sealer::from_config(key_id, &secrecy::SecretString::from(key_base64)).expect("the sealing key");
+    let sealed = store.secrets(tenant.to_string()).await.expect("secrets read").expect("secrets");
+    sealer.open_bundle(tenant, &sealed).expect("the bundle opens")
+}
+
 /// The store of a stopped server, opened to add what the reconciler would.
 #[derive(Debug)]
 pub struct StoreWriter {
@@ -136,6 +147,12 @@ impl StoreWriter {
         std::fs::write(dir.join("ca.crt"), bundle.os_ca().cert_pem()).expect("ca.crt");
         std::fs::write(dir.join("ca.key"), bundle.os_ca().key_pem().expose_secret()).expect("ca.key");
         dir
+    }
+
+    /// The secrets bundle of `tenant`, opened.
+    pub async fn bundle(&self, tenant: &str) -> cms_talos::SecretsBundle {
+        let sealed = self.store.secrets(tenant.to_string()).await.expect("secrets read").expect("secrets");
+        self.sealer.open_bundle(tenant, &sealed).expect("the bundle opens")
     }
 
     /// A machine of `tenant` with `role` (`controlplane` or `worker`) whose

@@ -3,8 +3,11 @@
 //!
 //! A node is a control plane once it took a config whose machine type is
 //! `controlplane` (the fake reads the rendered YAML's `type: controlplane`),
-//! and stops being one when it is reset.
+//! and stops being one when it is reset. With a [`crate::FakeKube`], a node
+//! that takes a config registers as a Ready Node there, and one that is
+//! reset turns NotReady, as its kubelet would.
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 use cms_nodeapi::proto::machine::{
@@ -22,12 +25,17 @@ const CLIENT_PORT: u16 = 2379;
 
 impl Shared {
     /// A config was applied: a control plane's makes the node one, and it
-    /// joins etcd (at once, or when etcd is bootstrapped).
+    /// joins etcd (at once, or when etcd is bootstrapped); with a Kubernetes
+    /// API, the node registers there as a Ready Node.
     pub(crate) fn configured(&self, hostname: &str, config: &[u8]) {
         let text = String::from_utf8_lossy(config);
-        if text.lines().any(|line| line.trim() == "type: controlplane") {
+        let control_plane = text.lines().any(|line| line.trim() == "type: controlplane");
+        if control_plane {
             self.control_plane.store(true, Ordering::SeqCst);
-            self.etcd.configured(hostname);
+            self.etcd.configured(hostname, self.address);
+        }
+        if let Some(kube) = &self.kube {
+            kube.add_node(hostname, self.address, control_plane);
         }
     }
 
@@ -37,7 +45,7 @@ impl Shared {
                 "bootstrap is only available on a configured control plane",
             ));
         }
-        self.etcd.bootstrap(&behaviour.hostname)?;
+        self.etcd.bootstrap(&behaviour.hostname, self.address)?;
         Ok(BootstrapResponse { messages: vec![Bootstrap { metadata: metadata(behaviour) }] })
     }
 
@@ -49,8 +57,8 @@ impl Shared {
             .into_iter()
             .map(|member| EtcdMember {
                 id: member.id,
-                peer_urls: vec![format!("https://{}:{PEER_PORT}", member.hostname)],
-                client_urls: vec![format!("https://{}:{CLIENT_PORT}", member.hostname)],
+                peer_urls: vec![format!("https://{}", SocketAddr::new(member.address, PEER_PORT))],
+                client_urls: vec![format!("https://{}", SocketAddr::new(member.address, CLIENT_PORT))],
                 hostname: member.hostname,
                 is_learner: false,
             })
@@ -97,6 +105,9 @@ impl Shared {
                 }
                 false => self.etcd.forget(&behaviour.hostname),
             }
+        }
+        if let Some(kube) = &self.kube {
+            kube.set_node_ready(&behaviour.hostname, false);
         }
         let message =
             Reset { metadata: metadata(behaviour), actor_id: format!("reset-{}", behaviour.hostname) };

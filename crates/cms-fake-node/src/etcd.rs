@@ -7,6 +7,7 @@
 //! majority of the members answer, the etcd notes that it lost quorum.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tonic::Status;
@@ -15,16 +16,20 @@ use tonic::Status;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FakeMember {
     pub id: u64,
+    /// The hostname of the member's node.
     pub hostname: String,
+    /// The IP its node listens on: its peer and client URLs name it.
+    pub address: IpAddr,
 }
 
 #[derive(Debug, Default)]
 struct State {
     /// The node that bootstrapped etcd, once it has.
     bootstrapped_by: Option<String>,
-    members: BTreeMap<u64, String>,
-    /// Configured control planes waiting for the bootstrap to join.
-    waiting: BTreeSet<String>,
+    members: BTreeMap<u64, FakeMember>,
+    /// Configured control planes waiting for the bootstrap to join, with
+    /// their IPs.
+    waiting: BTreeMap<String, IpAddr>,
     next_id: u64,
     leader: Option<u64>,
     /// The member count after each change, starting from the bootstrap.
@@ -51,12 +56,7 @@ impl FakeEtcd {
 
     /// The members, by id.
     pub fn members(&self) -> Vec<FakeMember> {
-        let state = self.state();
-        state
-            .members
-            .iter()
-            .map(|(id, hostname)| FakeMember { id: *id, hostname: hostname.clone() })
-            .collect()
+        self.state().members.values().cloned().collect()
     }
 
     /// The member id of the leader.
@@ -86,32 +86,33 @@ impl FakeEtcd {
         state.check_quorum();
     }
 
-    /// `Bootstrap` on `hostname`, a configured control plane.
-    pub(crate) fn bootstrap(&self, hostname: &str) -> Result<(), Status> {
+    /// `Bootstrap` on `hostname`, a configured control plane at `address`.
+    pub(crate) fn bootstrap(&self, hostname: &str, address: IpAddr) -> Result<(), Status> {
         let mut state = self.state();
         if state.bootstrapped_by.is_some() {
             return Err(Status::already_exists("etcd data directory is not empty"));
         }
         state.bootstrapped_by = Some(hostname.to_string());
-        let id = state.add(hostname);
+        let id = state.add(hostname, address);
         state.leader = Some(id);
-        for waiting in std::mem::take(&mut state.waiting) {
-            state.add(&waiting);
+        for (waiting, address) in std::mem::take(&mut state.waiting) {
+            state.add(&waiting, address);
         }
         let size = state.members.len();
         state.sizes.push(size);
         Ok(())
     }
 
-    /// A control plane `hostname` took its config: it joins once etcd is up.
-    pub(crate) fn configured(&self, hostname: &str) {
+    /// A control plane `hostname` at `address` took its config: it joins
+    /// once etcd is up.
+    pub(crate) fn configured(&self, hostname: &str, address: IpAddr) {
         let mut state = self.state();
         if state.bootstrapped_by.is_none() {
-            state.waiting.insert(hostname.to_string());
+            state.waiting.insert(hostname.to_string(), address);
             return;
         }
-        if !state.members.values().any(|member| member == hostname) {
-            state.add(hostname);
+        if !state.members.values().any(|member| member.hostname == hostname) {
+            state.add(hostname, address);
             let size = state.members.len();
             state.sizes.push(size);
         }
@@ -120,7 +121,7 @@ impl FakeEtcd {
     /// The member id of `hostname`, or the error of a node not in etcd.
     pub(crate) fn member_id(&self, hostname: &str) -> Result<u64, Status> {
         let state = self.state();
-        let found = state.members.iter().find(|(_, member)| *member == hostname).map(|(id, _)| *id);
+        let found = state.members.values().find(|member| member.hostname == hostname).map(|member| member.id);
         found.ok_or_else(|| Status::failed_precondition("etcd is not running on this node"))
     }
 
@@ -166,21 +167,21 @@ impl FakeEtcd {
 
 impl State {
     fn check_quorum(&mut self) {
-        let answering = self.members.values().filter(|host| !self.down.contains(*host)).count();
+        let answering = self.members.values().filter(|member| !self.down.contains(&member.hostname)).count();
         if !self.members.is_empty() && answering * 2 <= self.members.len() {
             self.quorum_lost = true;
         }
     }
 
-    /// Adds `hostname` as a member, once: its id.
-    fn add(&mut self, hostname: &str) -> u64 {
-        if let Some((id, _)) = self.members.iter().find(|(_, member)| *member == hostname) {
-            return *id;
+    /// Adds `hostname` at `address` as a member, once: its id.
+    fn add(&mut self, hostname: &str, address: IpAddr) -> u64 {
+        if let Some(member) = self.members.values().find(|member| member.hostname == hostname) {
+            return member.id;
         }
         self.next_id += 1;
         // Ids look like etcd's: large and not in order of joining.
         let id = self.next_id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.members.insert(id, hostname.to_string());
+        self.members.insert(id, FakeMember { id, hostname: hostname.to_string(), address });
         id
     }
 }
@@ -189,16 +190,18 @@ impl State {
 mod tests {
     use super::*;
 
+    const IP: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     #[test]
     fn control_planes_join_after_the_one_bootstrap_and_leave_one_by_one() {
         let etcd = FakeEtcd::default();
-        etcd.configured("cp-0");
-        etcd.configured("cp-1");
+        etcd.configured("cp-0", IP);
+        etcd.configured("cp-1", IP);
         assert!(etcd.members().is_empty(), "nothing runs before the bootstrap");
         assert!(etcd.member_id("cp-0").is_err());
-        etcd.bootstrap("cp-0").expect("the first bootstrap");
-        assert_eq!(etcd.bootstrap("cp-1").unwrap_err().code(), tonic::Code::AlreadyExists);
-        etcd.configured("cp-2");
+        etcd.bootstrap("cp-0", IP).expect("the first bootstrap");
+        assert_eq!(etcd.bootstrap("cp-1", IP).unwrap_err().code(), tonic::Code::AlreadyExists);
+        etcd.configured("cp-2", IP);
         let hosts: BTreeSet<String> = etcd.members().into_iter().map(|m| m.hostname).collect();
         assert_eq!(hosts, BTreeSet::from(["cp-0".into(), "cp-1".into(), "cp-2".into()]));
         assert_eq!(etcd.leader(), etcd.member_id("cp-0").ok());
@@ -215,9 +218,9 @@ mod tests {
     fn a_member_that_stops_before_it_leaves_costs_a_two_member_etcd_its_quorum() {
         let etcd = FakeEtcd::default();
         for host in ["a", "b", "c"] {
-            etcd.configured(host);
+            etcd.configured(host, IP);
         }
-        etcd.bootstrap("a").unwrap();
+        etcd.bootstrap("a", IP).unwrap();
         etcd.leave("c").unwrap();
         assert!(!etcd.lost_quorum());
         etcd.stopped("b");

@@ -24,7 +24,18 @@
 //!   ([`FakeNodeOptions::etcd`]): `Bootstrap` starts it once (a second call
 //!   fails with `AlreadyExists`, as Talos's does), control planes join as
 //!   they take their config, `EtcdLeaveCluster`, `EtcdRemoveMemberByID` and
-//!   `Reset` change its members, and it notes whether quorum was ever lost.
+//!   `Reset` change its members (each with its node's IP in its URLs), and
+//!   it notes whether quorum was ever lost.
+//! - A [`FakeKube`] is the cluster's Kubernetes API, over HTTPS with client
+//!   certificates from the tenant's Kubernetes CA
+//!   ([`FakeKubeOptions::new`]); kubectl can list its Nodes. A fake node
+//!   given it ([`FakeNodeOptions::kube`]) registers as a Ready Node when it
+//!   takes a config and turns NotReady when reset; the test adds Pods
+//!   ([`FakeKube::add_pod`], of a [`PodKind`]), makes a disruption budget
+//!   refuse evictions ([`FakeKube::block_evictions`]), and reads back the
+//!   Nodes ([`FakeKubeNode`]), Pods ([`FakePod`]), evictions, deleted
+//!   Nodes and requests ([`KubeRequest`]). Given the cluster's etcd
+//!   ([`FakeKubeOptions::etcd`]) it answers only once that is bootstrapped.
 //! - [`FakeNode::calls`] lists every call that reached the service, in order,
 //!   with its method, payload, `node` metadata and time. [`Call::seq`] orders
 //!   calls across all fake nodes of one process.
@@ -35,10 +46,13 @@
 
 mod cluster;
 mod etcd;
+mod kube;
 mod node;
+mod record;
 mod service;
 mod tls;
 
 pub use etcd::{FakeEtcd, FakeMember};
+pub use kube::{FakeKube, FakeKubeNode, FakeKubeOptions, FakePod, KubeRequest, PodKind};
 pub use node::{FakeNode, FakeNodeError, FakeNodeOptions};
 pub use service::{Call, Failure, Method, Payload};

@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use cms_fake_node::{Call, FakeNode, FakeNodeOptions, Payload};
+use cms_fake_node::{Call, FakeNode, FakeNodeOptions};
 use cms_talos::CertificateAuthority;
 use secrecy::SecretString;
-use serde_json::json;
 
 /// A fake Talos node API (apid) serving mTLS.
 #[derive(Debug, Parser)]
@@ -76,36 +75,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn print_call(call: &Call) {
-    let payload = match &call.payload {
-        Payload::Empty => json!({}),
-        Payload::ApplyConfiguration(request) => json!({
-            "data": String::from_utf8_lossy(&request.data),
-            "mode": request.mode,
-            "dryRun": request.dry_run,
-        }),
-        Payload::Upgrade(request) => json!({
-            "image": request.image,
-            "preserve": request.preserve,
-            "stage": request.stage,
-            "force": request.force,
-        }),
-        Payload::Bootstrap(request) => json!({"recoverEtcd": request.recover_etcd}),
-        Payload::EtcdMemberList(request) => json!({"queryLocal": request.query_local}),
-        Payload::EtcdRemoveMemberById(request) => json!({"memberId": request.member_id}),
-        Payload::Reset(request) => {
-            json!({"graceful": request.graceful, "reboot": request.reboot, "mode": request.mode})
-        }
-    };
-    let at = call.at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let line = json!({
-        "seq": call.seq,
-        "atMillis": at.as_millis() as u64,
-        "method": call.method.name(),
-        "node": call.node,
-        "clientCertificate": call.client_certificate,
-        "payload": payload,
-    });
-    say(&format!("call {line}"));
+    say(&format!("call {}", call.to_json()));
 }
 
 /// One line on standard output, flushed at once: tests read it live.

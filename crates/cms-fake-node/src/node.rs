@@ -14,10 +14,11 @@ use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::etcd::FakeEtcd;
-use crate::service::{Behaviour, Call, Failure, FakeMachineService, OnCall, Shared};
+use crate::kube::FakeKube;
+use crate::service::{Behaviour, Call, Failure, FakeMachineService, Method, OnCall, Shared};
 use crate::tls::{accept_loop, server_config};
 
-/// Why a fake node could not start.
+/// Why a fake node or a fake Kubernetes API could not start.
 #[derive(Debug, Error)]
 pub enum FakeNodeError {
     #[error("could not listen on {addr}")]
@@ -42,6 +43,7 @@ pub struct FakeNodeOptions {
     behaviour: Behaviour,
     on_call: Option<OnCall>,
     etcd: FakeEtcd,
+    kube: Option<FakeKube>,
 }
 
 impl std::fmt::Debug for FakeNodeOptions {
@@ -75,6 +77,7 @@ impl FakeNodeOptions {
             },
             on_call: None,
             etcd: FakeEtcd::default(),
+            kube: None,
         }
     }
 
@@ -143,6 +146,14 @@ impl FakeNodeOptions {
         self
     }
 
+    /// The Kubernetes API of the node's cluster: once the node takes a
+    /// config it is a Ready Node there (a control plane if the config's
+    /// machine type is `controlplane`), and once it is reset, NotReady.
+    pub fn kube(mut self, kube: FakeKube) -> FakeNodeOptions {
+        self.kube = Some(kube);
+        self
+    }
+
     /// Calls `on_call` with every call as it arrives.
     pub fn on_call(mut self, on_call: impl Fn(&Call) + Send + Sync + 'static) -> FakeNodeOptions {
         self.on_call = Some(Box::new(on_call));
@@ -162,7 +173,7 @@ impl FakeNode {
     /// Binds, then serves on the current tokio runtime.
     pub async fn start(options: FakeNodeOptions) -> Result<FakeNode, FakeNodeError> {
         let client_ca = options.client_ca.as_ref().unwrap_or(&options.ca);
-        let config = server_config(&options.ca, client_ca, &options.sans, options.maintenance)?;
+        let config = server_config(&options.ca, client_ca, &options.sans, options.maintenance, b"h2")?;
         let listener = TcpListener::bind(options.listen)
             .await
             .map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
@@ -175,6 +186,10 @@ impl FakeNode {
             on_call: options.on_call,
             etcd: options.etcd,
             control_plane: Default::default(),
+            address: addr.ip(),
+            kube: options.kube,
+            hold: Mutex::new(None),
+            held: Default::default(),
         });
         let (sender, receiver) = mpsc::channel(64);
         let accept = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), sender));
@@ -221,6 +236,18 @@ impl FakeNode {
     /// Makes calls fail with a status from now on, or succeed again (`None`).
     pub fn set_failure(&self, failure: Option<Failure>) {
         self.shared.behaviour().failure = failure;
+    }
+
+    /// Holds calls of `method` before they arrive (`None` releases them):
+    /// they wait as if still on the network, and one whose caller goes
+    /// away meanwhile never reaches the node, nor its record.
+    pub fn hold(&self, method: Option<Method>) {
+        *self.shared.hold.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = method;
+    }
+
+    /// How many calls are held now.
+    pub fn held(&self) -> usize {
+        self.shared.held.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Stops listening and serving: new connections are refused.

@@ -1,5 +1,6 @@
 //! The fake `MachineService`: answers as the test set it, and records calls.
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -16,6 +17,7 @@ use cms_nodeapi::proto::machine::{
 use tonic::{Request, Response, Status};
 
 use crate::etcd::FakeEtcd;
+use crate::kube::FakeKube;
 use crate::tls::PeerInfo;
 
 /// Orders calls across every fake node of the process.
@@ -118,6 +120,16 @@ pub(crate) struct Shared {
     pub(crate) etcd: FakeEtcd,
     /// Whether the node took a control-plane config (and has not been reset since).
     pub(crate) control_plane: std::sync::atomic::AtomicBool,
+    /// The IP the node listens on, as its etcd member and Node carry it.
+    pub(crate) address: IpAddr,
+    /// The Kubernetes API the node registers with once configured.
+    pub(crate) kube: Option<FakeKube>,
+    /// Calls of this method wait before they arrive, as if still on the
+    /// network, until it is released; a caller that goes away meanwhile
+    /// never reaches the node.
+    pub(crate) hold: Mutex<Option<Method>>,
+    /// How many calls are held now.
+    pub(crate) held: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Shared {
@@ -142,6 +154,7 @@ impl Shared {
         payload: Payload,
         request: &Request<T>,
     ) -> Result<Behaviour, Status> {
+        self.wait_while_held(method).await;
         let call = Call {
             seq: SEQUENCE.fetch_add(1, Ordering::SeqCst),
             at: SystemTime::now(),
@@ -167,7 +180,29 @@ impl Shared {
     }
 }
 
+/// Counts a held call for as long as it is held, even when the caller
+/// goes away and the call is dropped.
+struct Held<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Shared {
+    async fn wait_while_held(&self, method: Method) {
+        let held = || *self.hold.lock().unwrap_or_else(PoisonError::into_inner) == Some(method);
+        if !held() {
+            return;
+        }
+        self.held.fetch_add(1, Ordering::SeqCst);
+        let _count = Held(&self.held);
+        while held() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// While an upgrade reboots the node, every call fails as `unavailable`;
     /// once it is done, the node runs the new tag.
     fn rebooted(&self) -> Result<(), Status> {

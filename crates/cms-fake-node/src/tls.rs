@@ -72,12 +72,14 @@ impl AsyncWrite for TlsConnection {
 
 /// The server's TLS config: serves a certificate from `ca` for `sans`, and
 /// requires (or, in maintenance mode, allows) a client certificate from
-/// `client_ca`.
+/// `client_ca`; it offers the one application protocol `alpn` (such as
+/// `h2`).
 pub(crate) fn server_config(
     ca: &CertificateAuthority,
     client_ca: &CertificateAuthority,
     sans: &[String],
     maintenance: bool,
+    alpn: &[u8],
 ) -> Result<Arc<ServerConfig>, FakeNodeError> {
     let sans: Vec<&str> = sans.iter().map(String::as_str).collect();
     let serving = cms_talos::issue_server_cert(ca, &sans, SERVING_CERT_TTL)?;
@@ -98,7 +100,7 @@ pub(crate) fn server_config(
         .with_client_cert_verifier(verifier)
         .with_single_cert(vec![der(&serving.cert_pem)?, der(ca.cert_pem())?], key)
         .map_err(tls_error)?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(config))
 }
 

@@ -35,8 +35,8 @@ pub use node_group::{
 pub use parse::{ParseError, parse_json};
 pub use projected::{Projected, ProjectedList};
 pub use tenant::{
-    Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, Phase, Tenant, TenantSpec,
-    TenantStatus,
+    Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, EtcdMemberStatus, EtcdStatus,
+    Phase, Tenant, TenantSpec, TenantStatus,
 };
 pub use user::{
     ApiToken, ApiTokenSpec, ApiTokenStatus, LoginRequest, LoginResponse, MAX_PASSWORD_BYTES, MAX_TOKEN_HOURS,

@@ -104,6 +104,39 @@ pub struct TenantStatus {
     pub last_applied_at: Option<DateTime<Utc>>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// The tenant's etcd as the reconciler last saw it, once bootstrapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd: Option<EtcdStatus>,
+}
+
+/// A tenant's etcd: its members, as a control plane lists them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdStatus {
+    #[serde(default)]
+    pub members: Vec<EtcdMemberStatus>,
+    /// The member id of the leader, in hex, when a member named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+}
+
+/// One etcd member.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EtcdMemberStatus {
+    /// The member id, in hex, as `talosctl etcd members` prints it.
+    pub id: String,
+    pub hostname: String,
+    /// The machine the member runs on, when one of the tenant's matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    #[serde(default)]
+    pub learner: bool,
+    /// It answered `EtcdStatus` without errors.
+    #[serde(default)]
+    pub healthy: bool,
 }
 
 impl Validate for TenantSpec {

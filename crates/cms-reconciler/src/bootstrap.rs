@@ -62,7 +62,7 @@ pub(crate) async fn ensure(
     let metal = plan.machines.iter().any(|m| m.id == chosen && m.provider == Provider::Metal);
     let configured = match metal {
         true => machine.metadata.annotations.contains_key(CONFIG_HASH_ANNOTATION),
-        false => machine.status.ready,
+        false => machine.spec.connected,
     };
     let Some(address) = machine.spec.management_address.clone().filter(|_| configured) else {
         return waiting("to take its config");

@@ -26,25 +26,32 @@
 
 mod action;
 mod bootstrap;
+mod cluster;
 mod controller;
 mod error;
+mod leaving;
 mod machines;
 mod plan;
+mod readiness;
 mod reconcile;
 mod rollout;
 mod settle;
 mod status;
+mod teardown;
 
 pub use action::{Action, Backoff};
 pub use bootstrap::{BOOTSTRAP_NODE_ANNOTATION, BOOTSTRAPPED_ANNOTATION};
 pub use controller::{ControllerOptions, run};
 pub use error::ReconcileError;
+pub use leaving::{DRAIN_TIMEOUT, LEAVING_ANNOTATION, RESET_TIMEOUT};
 pub use machines::{NODE_API_PORT, management_address};
 pub use plan::{desired, machine_id};
-pub use reconcile::{APPLIED_ANNOTATION, Context, LeaseOptions, NODE_RETRY, reconcile};
+pub use reconcile::{APPLIED_ANNOTATION, Context, LEAVE_POLL, LeaseOptions, NODE_RETRY, reconcile};
 pub use rollout::{PAUSED_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
 pub use settle::CONFIG_HASH_ANNOTATION;
-pub use status::{BOOTSTRAPPED, MACHINES_READY, PROVISIONED, UPGRADING};
+pub use status::{
+    BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_READY, NODES_READY, PROVISIONED, UPGRADING,
+};
 
 #[cfg(test)]
 mod tests;

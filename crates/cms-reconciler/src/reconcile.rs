@@ -15,17 +15,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use cms_model::{Machine, Phase, Tenant};
+use cms_model::{Machine, Phase, Role, Tenant};
 use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store};
-use cms_tenancy::{MachineConfigs, NodeClient};
+use cms_tenancy::{KubeClient, MachineConfigs, NodeClient};
 use cms_tofu::{Tofu, WorkspacePlan, project};
 
-use crate::bootstrap::{self, Bootstrap};
+use crate::bootstrap::{self, BOOTSTRAPPED_ANNOTATION, Bootstrap};
+use crate::cluster::{self, Check, Observed};
+use crate::leaving::{self, Leaving};
 use crate::machines::{self, newest_first, planned};
 use crate::plan;
+use crate::readiness;
 use crate::rollout::{self, Rollout, UPGRADE_POLL};
 use crate::settle::settle;
-use crate::status::{self, BOOTSTRAPPED, MACHINES_READY, PROVISIONED, UPGRADING, set_condition};
+use crate::status::{
+    self, BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_READY, NODES_READY, PROVISIONED,
+    UPGRADING, set_condition,
+};
+use crate::teardown;
 use crate::{Action, ReconcileError};
 
 /// The tenant annotation holding the inputs hash (rendered workspace and
@@ -35,6 +42,12 @@ pub const APPLIED_ANNOTATION: &str = "service.io/applied-inputs";
 /// How soon a tenant whose machines are not all ready is looked at again
 /// (or the resync interval, when shorter).
 pub const NODE_RETRY: Duration = Duration::from_secs(10);
+
+/// How soon a tenant with machines on their way out is looked at again.
+pub const LEAVE_POLL: Duration = Duration::from_secs(2);
+
+/// How the tenant's message begins while machines leave.
+const LEAVING_PREFIX: &str = "machines leaving: ";
 
 /// Work leases, for several replicas on one database: a tenant is
 /// reconciled only under its lease, and every write of that reconcile is
@@ -61,6 +74,8 @@ pub struct Context {
     pub store: Arc<dyn Store>,
     pub tofu: Arc<Tofu>,
     pub nodes: Arc<dyn NodeClient>,
+    /// The tenants' Kubernetes APIs.
+    pub kube: Arc<dyn KubeClient>,
     pub configs: Option<Arc<dyn MachineConfigs>>,
     /// The periodic resync.
     pub resync: Duration,
@@ -81,7 +96,7 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
     let resource: Tenant =
         object.parse().map_err(|source| ReconcileError::Corrupt { what: object.key.to_string(), source })?;
     if object.deleting {
-        return cleanup(tenant, ctx).await;
+        return cleanup(tenant, resource.metadata.deletion_timestamp, ctx).await;
     }
     match converge(&resource, object.generation, ctx).await {
         Ok(action) => Ok(action),
@@ -113,6 +128,11 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     let name = tenant.metadata.name.as_str();
     let store = ctx.store.as_ref();
     let plan = plan::desired(tenant, ctx.configs.as_deref()).await?;
+    let bootstrapped = tenant.metadata.annotations.contains_key(BOOTSTRAPPED_ANNOTATION)
+        || tenant.status.conditions.iter().any(|c| c.kind == BOOTSTRAPPED && c.status == "True");
+    // Machines on their way out leave etcd, drain and reset first; the
+    // infrastructure changes once none is still leaving.
+    let leaving = leaving::advance(name, &plan, &machines::stored(store, name)?, bootstrapped, ctx).await?;
     let stored = machines::stored(store, name)?;
     let replacing: BTreeSet<String> = stored
         .iter()
@@ -123,16 +143,31 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     let unchanged = replacing.is_empty()
         && tenant.status.phase != Phase::Failed
         && tenant.metadata.annotations.get(APPLIED_ANNOTATION) == Some(&hash);
-    if !unchanged {
+    if !unchanged && leaving.settled() {
         provision(tenant, &plan, &stored, &replacing, ctx).await?;
         record_applied(ctx, name, &hash).await?;
     }
-    // The nodes: configs of metal hosts, and machines not ready yet; then
-    // the rolling upgrade of machines on another Talos version.
+    // The nodes: configs of metal hosts, and machines not answering yet;
+    // the rolling upgrade of machines on another Talos version; etcd's
+    // bootstrap; then what etcd and Kubernetes say of the cluster.
     let settled = settle(tenant, &plan, ctx).await?;
     let rollout = rollout::advance(tenant, generation, &plan, ctx).await?;
     let bootstrap = bootstrap::ensure(tenant, &plan, ctx).await?;
-    let ready = settled.all_ready() && rollout == Rollout::Idle && matches!(bootstrap, Bootstrap::Done(_));
+    let observed = match &bootstrap {
+        Bootstrap::Done(_) => {
+            let stored = machines::stored(store, name)?;
+            let control_planes = staying_control_planes(&plan, &stored);
+            cluster::observe(name, &control_planes, ctx).await
+        }
+        Bootstrap::Waiting(_) => Observed::before_bootstrap(),
+    };
+    let readiness = readiness::mark(name, &plan, &settled, &observed.nodes, ctx).await?;
+    let ready = readiness.all_ready()
+        && rollout == Rollout::Idle
+        && matches!(bootstrap, Bootstrap::Done(_))
+        && observed.etcd.ok
+        && observed.api.ok
+        && leaving.settled();
     status::update(store, name, |status| {
         status.ready = ready;
         status.observed_generation = generation;
@@ -146,21 +181,56 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
             ),
             Bootstrap::Waiting(why) => set_condition(status, BOOTSTRAPPED, false, "Waiting", why),
         }
-        if settled.pending.is_empty() {
-            set_condition(status, MACHINES_READY, true, "Ready", &settled.summary());
-        } else {
-            let message = format!("{}; {}", settled.summary(), settled.pending.join("; "));
-            set_condition(status, MACHINES_READY, false, "Pending", &message);
+        set_check(status, ETCD_HEALTHY, &observed.etcd);
+        if observed.members.is_some() {
+            status.etcd = observed.members.clone();
         }
+        set_check(status, KUBERNETES_API_READY, &observed.api);
+        set_check(status, NODES_READY, &readiness.nodes);
+        set_check(status, MACHINES_READY, &readiness.machines);
         rollout_status(status, &rollout);
+        leaving_status(status, &leaving);
     })
     .await?;
     let next = match rollout {
         Rollout::Progress { .. } => UPGRADE_POLL,
+        _ if !leaving.settled() => LEAVE_POLL,
         _ if ready => ctx.resync,
         _ => NODE_RETRY,
     };
     Ok(Action::Requeue(next.min(ctx.resync)))
+}
+
+/// The configured control planes that stay in the workspace, whose etcd
+/// members must all be there.
+fn staying_control_planes<'a>(
+    plan: &WorkspacePlan,
+    stored: &'a BTreeMap<String, Machine>,
+) -> Vec<&'a Machine> {
+    stored
+        .values()
+        .filter(|machine| machine.metadata.deletion_timestamp.is_none() && !leaving::is_leaving(machine))
+        .filter(|machine| planned(plan, &machine.metadata.name).is_some_and(|m| m.role == Role::ControlPlane))
+        .filter(|machine| machine.spec.connected)
+        .collect()
+}
+
+/// Machines leaving: the phase says the tenant is changing, the message
+/// what each waits for.
+fn leaving_status(status: &mut cms_model::TenantStatus, leaving: &Leaving) {
+    if leaving.settled() {
+        if status.message.as_deref().is_some_and(|message| message.starts_with(LEAVING_PREFIX)) {
+            status.message = None;
+        }
+        return;
+    }
+    status.phase = Phase::Updating;
+    status.message = Some(format!("{LEAVING_PREFIX}{}", leaving.waiting.join("; ")));
+}
+
+/// Sets a condition from a check.
+fn set_check(status: &mut cms_model::TenantStatus, kind: &str, check: &Check) {
+    set_condition(status, kind, check.ok, &check.reason, &check.message);
 }
 
 /// The rollout in the tenant's status: phase `updating` and the
@@ -264,13 +334,23 @@ async fn record_applied(ctx: &Context, tenant: &str, hash: &str) -> Result<(), R
 /// Deletion: destroy, then clear the finalizers; the last one removes the
 /// tenant with its node groups, machines and config patches, and its
 /// secrets, and emits `DELETED`. A failed destroy keeps the finalizers.
-async fn cleanup(tenant: &str, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn cleanup(
+    tenant: &str,
+    deleting_since: Option<chrono::DateTime<Utc>>,
+    ctx: &Context,
+) -> Result<Action, ReconcileError> {
     let store = ctx.store.as_ref();
     status::update(store, tenant, |status| {
         status.phase = Phase::Deleting;
         status.ready = false;
     })
     .await?;
+    let waiting = teardown::reset_hosts(tenant, deleting_since, ctx).await?;
+    if !waiting.is_empty() {
+        let message = format!("waiting for hosts to reset: {}", waiting.join("; "));
+        status::update(store, tenant, |status| status.message = Some(message.clone())).await?;
+        return Ok(Action::Requeue(LEAVE_POLL));
+    }
     if let Err(err) = ctx.tofu.destroy(tenant).await {
         let message = format!("destroy failed: {err}");
         status::update(store, tenant, |status| {

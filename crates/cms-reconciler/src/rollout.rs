@@ -24,6 +24,7 @@ use cms_model::{Kind, Machine, MachineStatus, Role, Tenant};
 use cms_store::{Draft, Key, StoreError};
 use cms_tofu::WorkspacePlan;
 
+use crate::leaving::is_leaving;
 use crate::machines::{self, planned};
 use crate::{Context, ReconcileError};
 use cms_tenancy::NodeRef;
@@ -86,7 +87,7 @@ pub(crate) async fn advance(
     let mut flying = Vec::new();
     let mut control_planes: Vec<&Machine> = Vec::new();
     let mut outdated: BTreeMap<(bool, String), Vec<(&Machine, String)>> = BTreeMap::new();
-    for machine in stored.values().filter(|machine| machine.metadata.deletion_timestamp.is_none()) {
+    for machine in stored.values().filter(|m| m.metadata.deletion_timestamp.is_none() && !is_leaving(m)) {
         let Some(machine_plan) = planned(plan, &machine.metadata.name) else { continue };
         if machine_plan.role == Role::ControlPlane {
             control_planes.push(machine);

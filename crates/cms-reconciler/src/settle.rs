@@ -1,10 +1,11 @@
 //! After the infrastructure, the nodes. A `metal` host gets its machine
 //! config over the node API whenever the config rendered for it differs
 //! from the one it last took, which the annotation
-//! [`CONFIG_HASH_ANNOTATION`] records. A machine that is not ready yet is
-//! asked for its version with the tenant's credentials, and becomes
-//! `ready` (and `connected`) when it answers. Ready machines are not asked
-//! again: health probes happen on request only.
+//! [`CONFIG_HASH_ANNOTATION`] records. A machine that has not answered yet
+//! is asked for its version with the tenant's credentials, and becomes
+//! `connected` (stage `joining`) when it answers; it is `ready` once its
+//! Kubernetes Node is Ready too (`readiness.rs`). Machines that answered
+//! are not asked again: health probes happen on request only.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,6 +15,7 @@ use cms_tofu::{MachinePlan, WorkspacePlan};
 use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 
+use crate::leaving::is_leaving;
 use crate::machines::{self, planned};
 use crate::rollout::UPGRADING_ANNOTATION;
 use crate::{Context, ReconcileError};
@@ -29,19 +31,15 @@ const NO_RENDERER: &str = "this server renders no machine configs";
 /// What the nodes of a tenant came to.
 #[derive(Debug, Default)]
 pub(crate) struct Settled {
-    pub(crate) total: usize,
-    pub(crate) ready: usize,
-    /// `machine: reason` for each machine that is not configured or ready.
+    /// `machine: reason` for each machine that is not configured or does
+    /// not answer.
     pub(crate) pending: Vec<String>,
 }
 
 impl Settled {
-    pub(crate) fn all_ready(&self) -> bool {
-        self.ready == self.total && self.pending.is_empty()
-    }
-
-    pub(crate) fn summary(&self) -> String {
-        format!("{} of {} machines ready", self.ready, self.total)
+    /// What is wrong with `machine` on the Talos side, if anything.
+    pub(crate) fn problem(&self, machine: &str) -> Option<&str> {
+        self.pending.iter().find_map(|line| line.strip_prefix(machine)?.strip_prefix(": "))
     }
 }
 
@@ -72,6 +70,7 @@ pub(crate) async fn settle(
         .values()
         .filter(|machine| machine.metadata.deletion_timestamp.is_none())
         .filter(|machine| !machine.metadata.annotations.contains_key(UPGRADING_ANNOTATION))
+        .filter(|machine| !is_leaving(machine))
         .filter_map(|machine| Some((machine, planned(plan, &machine.metadata.name)?)))
         .collect();
     // Control planes first, one at a time, then the workers at once: a
@@ -88,10 +87,8 @@ pub(crate) async fn settle(
     let mut settled = Settled::default();
     for outcome in outcomes {
         let (machine, problem) = outcome?;
-        settled.total += 1;
-        match problem {
-            Some(reason) => settled.pending.push(format!("{machine}: {reason}")),
-            None => settled.ready += 1,
+        if let Some(reason) = problem {
+            settled.pending.push(format!("{machine}: {reason}"));
         }
     }
     settled.pending.sort();
@@ -139,11 +136,12 @@ async fn settle_one(
         }
     }
     let configured = plan.provider != Provider::Metal || annotations.contains_key(CONFIG_HASH_ANNOTATION);
-    if configured && !status.ready {
+    if configured && !connected {
         match ctx.nodes.version(&node).await {
             Ok(version) => {
-                status.ready = true;
-                status.stage = "ready".into();
+                if matches!(status.stage.as_str(), "" | "provisioning" | "initializing") {
+                    status.stage = "joining".into();
+                }
                 status.talos_version = Some(version);
                 connected = true;
             }
@@ -162,16 +160,16 @@ fn fingerprint(config: &str) -> String {
 }
 
 /// What a pass observed of a machine: written when it differs.
-struct Observed {
-    annotations: BTreeMap<String, String>,
-    connected: bool,
-    status: MachineStatus,
+pub(crate) struct Observed {
+    pub(crate) annotations: BTreeMap<String, String>,
+    pub(crate) connected: bool,
+    pub(crate) status: MachineStatus,
 }
 
 /// Writes the machine's changed annotations and `connected`, then its
 /// status. A machine another writer changed meanwhile is left to the next
 /// pass.
-async fn write(
+pub(crate) async fn write(
     ctx: &Context,
     tenant: &str,
     machine: &Machine,

@@ -13,12 +13,20 @@ use crate::ReconcileError;
 /// The condition the reconciler keeps: whether the infrastructure matches
 /// the spec.
 pub const PROVISIONED: &str = "Provisioned";
-/// The condition of the nodes: every machine has its config (metal hosts
-/// take it over the node API) and answers with the tenant's credentials.
+/// The condition of the machines: every machine has its config (metal
+/// hosts take it over the node API), answers with the tenant's
+/// credentials, and its Kubernetes Node is Ready.
 pub const MACHINES_READY: &str = "MachinesReady";
 /// The condition of etcd's bootstrap: `True` once `Bootstrap` succeeded on
 /// the chosen control plane, `False` with what it waits for.
 pub const BOOTSTRAPPED: &str = "Bootstrapped";
+/// The condition of etcd: every control plane is a member, a quorum of
+/// members answers, and none reports an error.
+pub const ETCD_HEALTHY: &str = "EtcdHealthy";
+/// The condition of the Kubernetes API: `/readyz` answers `ok`.
+pub const KUBERNETES_API_READY: &str = "KubernetesAPIReady";
+/// The condition of the Nodes: every machine's Node is Ready.
+pub const NODES_READY: &str = "NodesReady";
 /// The condition of a rolling Talos upgrade: `True` while it runs (with
 /// the progress), `False` when it is paused (with the reason) or done.
 pub const UPGRADING: &str = "Upgrading";

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use cms_reconciler::{Backoff, Context, ControllerOptions, LeaseOptions};
 use cms_store::{Leases, Store};
-use cms_tenancy::{SealedCredentials, Secrets, StoreMachineConfigs, TenantNodeClient, talos_node_api};
+use cms_tenancy::{
+    SealedCredentials, Secrets, StoreMachineConfigs, Tenancy, TenantKube, TenantNodeClient, talos_node_api,
+};
 use cms_tofu::{Credentials, ProcessRunner, StateBackend, Tofu, TofuOptions};
 use secrecy::SecretString;
 use tokio::task::JoinHandle;
@@ -19,6 +21,8 @@ use crate::settings::Settings;
 /// How long one node API call of the reconciler may take, connecting
 /// included.
 const NODE_API_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one Kubernetes API call of the reconciler may take.
+const KUBE_API_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The running controller.
 pub(crate) struct Provisioning {
@@ -55,12 +59,15 @@ impl Provisioning {
         };
         let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
         let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets.clone()));
+        let tenancy = Arc::new(Tenancy::new(store.clone(), secrets.clone()));
+        let kube = Arc::new(TenantKube::new(tenancy, KUBE_API_TIMEOUT));
         let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets));
         let nodes = Arc::new(TenantNodeClient::new(talos_node_api(NODE_API_TIMEOUT), credentials));
         let ctx = Arc::new(Context {
             store,
             tofu,
             nodes,
+            kube,
             configs: Some(configs),
             resync: settings.resync_interval,
             // Several replicas share a PostgreSQL store: each tenant is

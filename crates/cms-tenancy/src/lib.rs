@@ -13,7 +13,9 @@
 //! - The seams it implements for the other crates, each mocked under the
 //!   `testsuite` feature: [`MachineConfigs`] ([`StoreMachineConfigs`]: the
 //!   user data that cloud instances boot with), [`NodeClient`]
-//!   ([`TenantNodeClient`]: the reconciler's node API calls) and
+//!   ([`TenantNodeClient`]: the reconciler's node API calls),
+//!   [`KubeClient`] ([`TenantKube`]: the reconciler's Kubernetes API calls,
+//!   on `kube` with a short-lived admin certificate) and
 //!   [`TenantCredentials`] ([`SealedCredentials`]: the prober's).
 //!
 //! Failures are one typed [`TenancyError`]; the API maps it to statuses in
@@ -29,6 +31,8 @@ mod credentials;
 mod documents;
 mod error;
 mod key_pool;
+mod kube;
+mod kube_client;
 mod nodes;
 mod render;
 mod reservations;
@@ -36,6 +40,10 @@ mod resources;
 mod secrets;
 mod tenancy;
 
+#[cfg(any(test, feature = "testsuite"))]
+pub use crate::kube::MockKubeClient;
+pub use crate::kube::{Drain, KubeClient, KubeError, KubeNode, TenantKube};
+pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus};
 #[cfg(any(test, feature = "testsuite"))]
 pub use credentials::MockTenantCredentials;
 pub use credentials::{SealedCredentials, TenantCredentials};

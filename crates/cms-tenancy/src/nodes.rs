@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cms_nodeapi::{
-    ApplyMode, ApplyRequest, BootstrapRequest, NodeApi, NodeApiError, NodeCredentials, NodeTarget,
-    TalosNodeClient, UpgradeRequest, installer_image,
+    ApplyMode, ApplyRequest, BootstrapRequest, EtcdMember, EtcdMemberStatus, NodeApi, NodeApiError,
+    NodeCredentials, NodeTarget, ResetRequest, TalosNodeClient, UpgradeRequest, WipeMode, installer_image,
 };
 
 use crate::credentials::TenantCredentials;
@@ -64,6 +64,23 @@ pub trait NodeClient: Send + Sync + 'static {
     /// `Bootstrap` on a control plane, with the tenant's credentials. A node
     /// that answers that etcd is already bootstrapped counts as done.
     async fn bootstrap(&self, node: &NodeRef) -> Result<Bootstrapped, NodeError>;
+
+    /// `EtcdMemberList`, asked of a control plane.
+    async fn etcd_members(&self, node: &NodeRef) -> Result<Vec<EtcdMember>, NodeError>;
+
+    /// `EtcdStatus`: the member on the node asked.
+    async fn etcd_status(&self, node: &NodeRef) -> Result<EtcdMemberStatus, NodeError>;
+
+    /// `EtcdLeaveCluster`: the control plane asked leaves etcd.
+    async fn etcd_leave(&self, node: &NodeRef) -> Result<(), NodeError>;
+
+    /// `EtcdRemoveMemberByID`, asked of another member: removes the member
+    /// `member_id`, whose node is gone.
+    async fn etcd_remove_member(&self, node: &NodeRef, member_id: u64) -> Result<(), NodeError>;
+
+    /// `Reset`: the node wipes every disk and reboots into maintenance
+    /// mode. `graceful` also has it cordon, drain and leave etcd itself.
+    async fn reset(&self, node: &NodeRef, graceful: bool) -> Result<(), NodeError>;
 }
 
 /// What a `Bootstrap` call found.
@@ -107,6 +124,12 @@ impl TenantNodeClient {
 
     async fn tenant_credentials(&self, tenant: &str) -> Result<NodeCredentials, NodeError> {
         self.credentials.credentials(tenant).await.map_err(NodeError::Credentials)
+    }
+
+    /// The node's endpoint and the tenant's credentials for it.
+    async fn connect(&self, node: &NodeRef) -> Result<(NodeTarget, NodeCredentials), NodeError> {
+        let target = NodeTarget::parse(&node.management_address)?;
+        Ok((target, self.tenant_credentials(&node.tenant).await?))
     }
 
     /// Applies `config`: in maintenance mode as Talos decides (it installs
@@ -169,9 +192,34 @@ impl NodeClient for TenantNodeClient {
     }
 
     async fn version(&self, node: &NodeRef) -> Result<String, NodeError> {
-        let target = NodeTarget::parse(&node.management_address)?;
-        let credentials = self.tenant_credentials(&node.tenant).await?;
+        let (target, credentials) = self.connect(node).await?;
         let version = self.api.version(&target, &credentials).await?;
         Ok(version.talos_version().to_string())
+    }
+
+    async fn etcd_members(&self, node: &NodeRef) -> Result<Vec<EtcdMember>, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.etcd_member_list(&target, &credentials).await?)
+    }
+
+    async fn etcd_status(&self, node: &NodeRef) -> Result<EtcdMemberStatus, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.etcd_status(&target, &credentials).await?)
+    }
+
+    async fn etcd_leave(&self, node: &NodeRef) -> Result<(), NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.etcd_leave_cluster(&target, &credentials).await?)
+    }
+
+    async fn etcd_remove_member(&self, node: &NodeRef, member_id: u64) -> Result<(), NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.etcd_remove_member_by_id(&target, &credentials, member_id).await?)
+    }
+
+    async fn reset(&self, node: &NodeRef, graceful: bool) -> Result<(), NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        let request = ResetRequest { graceful, reboot: true, wipe: WipeMode::All };
+        Ok(self.api.reset(&target, &credentials, request).await?)
     }
 }

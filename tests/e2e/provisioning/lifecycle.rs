@@ -4,9 +4,11 @@
 use std::time::Duration;
 
 use cms_e2e::Watch;
-use cms_e2e::nodes::{FakeNodeProcess, StoreWriter};
+use cms_e2e::cluster::ClusterNode;
+use cms_e2e::nodes::StoreWriter;
 use serde_json::{Value, json};
 
+use super::cluster::fake_cluster;
 use super::{CONVERGE, Engine, converged, eventually, host_address, machine_ids, metal_tenant, provisioned};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,17 +25,13 @@ async fn metal_tenant_lifecycle() {
 
     // The hosts: fake nodes in maintenance mode on the hosts' addresses,
     // serving certificates of the tenant's OS CA once configured.
-    let store = StoreWriter::open(server.data_dir()).await;
-    let ca = store.os_ca_dir("acme").await;
-    let nodes: Vec<(&str, FakeNodeProcess)> = [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]
-        .into_iter()
-        .map(|(net, host)| {
-            let listen = format!("{}:50000", host_address(net, host));
-            let role = if net == 1 { "controlplane" } else { "worker" };
-            (role, FakeNodeProcess::start(&ca, &["--maintenance", "--listen", &listen]))
-        })
+    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
+    let cluster = fake_cluster(&bundle, 3, 2).await;
+    let nodes: Vec<(&str, &ClusterNode)> = cluster
+        .nodes
+        .iter()
+        .map(|node| (if node.host.control_plane { "controlplane" } else { "worker" }, node))
         .collect();
-    drop(store);
     engine.set("gate", false);
 
     let tenant = converged(&api, "acme").await;
@@ -104,7 +102,7 @@ async fn metal_tenant_lifecycle() {
     }
     // Control planes first: every control plane took the new config before
     // any worker (call times in milliseconds, across the fakes).
-    let second_apply = |node: &FakeNodeProcess| {
+    let second_apply = |node: &ClusterNode| {
         let calls = node.calls();
         let applies: Vec<&Value> =
             calls.iter().filter(|call| call["method"] == "ApplyConfiguration").collect();

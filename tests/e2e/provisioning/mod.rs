@@ -3,6 +3,8 @@
 //! `.ci/tofu-engine`) through a wrapper script that counts runs and injects
 //! faults (a gate that holds runs, failures, hangs, garbage output).
 
+mod bootstrap;
+pub(crate) mod cluster;
 mod faults;
 mod lifecycle;
 
@@ -208,7 +210,8 @@ pub(crate) async fn provisioned(api: &Api, name: &str) -> Value {
 }
 
 async fn wait_for(api: &Api, name: &str, ready: bool) -> Value {
-    eventually(&format!("tenant {name} to converge"), CONVERGE, || async {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
         let tenant = api.get(&format!("/api/v1/tenants/{name}")).await.expect(200);
         let status = &tenant["status"];
         let provisioned = status["conditions"]
@@ -218,9 +221,12 @@ async fn wait_for(api: &Api, name: &str, ready: bool) -> Value {
             && provisioned
             && (!ready || status["ready"] == true)
             && status["observedGeneration"] == tenant["metadata"]["generation"];
-        done.then_some(tenant)
-    })
-    .await
+        if done {
+            return tenant;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for tenant {name} to converge: {tenant}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The machine ids of a tenant, sorted.

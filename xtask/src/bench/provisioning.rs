@@ -15,7 +15,10 @@ use async_trait::async_trait;
 use cms_model::{Phase, Role, Tenant};
 use cms_reconciler::{Context, reconcile};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
-use cms_tenancy::{Bootstrapped, MachineConfigs, NodeClient, NodeError, NodeRef, TenancyError};
+use cms_tenancy::{
+    Bootstrapped, Drain, EtcdMember, EtcdMemberStatus, KubeClient, KubeError, KubeNode, MachineConfigs,
+    NodeClient, NodeError, NodeRef, TenancyError,
+};
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use serde_json::json;
 
@@ -106,6 +109,7 @@ pub(crate) async fn measure(
         store,
         tofu: tofu.clone(),
         nodes: Arc::new(AnsweringNodes),
+        kube: Arc::new(EmptyKube),
         configs: Some(Arc::new(PlainConfigs)),
         resync: Duration::from_secs(3600),
         leases: None,
@@ -186,6 +190,70 @@ impl NodeClient for AnsweringNodes {
 
     async fn bootstrap(&self, _node: &NodeRef) -> Result<Bootstrapped, NodeError> {
         Ok(Bootstrapped::Now)
+    }
+
+    /// One member: the control plane asked.
+    async fn etcd_members(&self, node: &NodeRef) -> Result<Vec<EtcdMember>, NodeError> {
+        let ip = node.management_address.rsplit_once(':').map_or("", |(ip, _)| ip);
+        Ok(vec![EtcdMember {
+            id: 1,
+            hostname: node.machine.clone(),
+            peer_urls: vec![format!("https://{ip}:2380")],
+            client_urls: vec![format!("https://{ip}:2379")],
+            is_learner: false,
+        }])
+    }
+
+    async fn etcd_status(&self, _node: &NodeRef) -> Result<EtcdMemberStatus, NodeError> {
+        Ok(EtcdMemberStatus {
+            member_id: 1,
+            leader: 1,
+            protocol_version: "3.5.0".into(),
+            db_size: 0,
+            raft_index: 0,
+            raft_term: 0,
+            errors: Vec::new(),
+            is_learner: false,
+        })
+    }
+
+    async fn etcd_leave(&self, _node: &NodeRef) -> Result<(), NodeError> {
+        Ok(())
+    }
+
+    async fn etcd_remove_member(&self, _node: &NodeRef, _member_id: u64) -> Result<(), NodeError> {
+        Ok(())
+    }
+
+    async fn reset(&self, _node: &NodeRef, _graceful: bool) -> Result<(), NodeError> {
+        Ok(())
+    }
+}
+
+/// A Kubernetes API that is ready and has no Nodes: provisioning is what
+/// the benchmark measures.
+struct EmptyKube;
+
+#[async_trait]
+impl KubeClient for EmptyKube {
+    async fn readyz(&self, _tenant: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+
+    async fn nodes(&self, _tenant: &str) -> Result<Vec<KubeNode>, KubeError> {
+        Ok(Vec::new())
+    }
+
+    async fn cordon(&self, _tenant: &str, _node: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+
+    async fn evict(&self, _tenant: &str, _node: &str) -> Result<Drain, KubeError> {
+        Ok(Drain::default())
+    }
+
+    async fn delete_node(&self, _tenant: &str, _node: &str) -> Result<(), KubeError> {
+        Ok(())
     }
 }
 

@@ -1,6 +1,8 @@
 //! The node API client against the fake node: real gRPC over real mTLS.
 
 mod cluster;
+mod kube;
+mod kubectl;
 
 use std::time::{Duration, Instant};
 

@@ -14,12 +14,19 @@ use cms_tofu::{Credentials, Invocation, Output, Runner, Tofu, TofuError, TofuOpt
 use serde_json::{Value, json};
 
 use cms_nodeapi::NodeApiError;
-use cms_tenancy::{Bootstrapped, MachineConfigs, MockMachineConfigs, MockNodeClient, NodeClient, NodeError};
+use cms_tenancy::{
+    Bootstrapped, MachineConfigs, MockMachineConfigs, MockNodeClient, NodeClient, NodeError, NodeRef,
+};
 
 use crate::{Action, Context, reconcile};
 
+mod cluster;
+mod fakes;
+
+use fakes::{Etcd, Kube};
+
 /// A node API failure as a node reports it.
-fn refused(message: &str) -> NodeError {
+pub(super) fn refused(message: &str) -> NodeError {
     NodeError::Api(NodeApiError::Node { hostname: "node".into(), message: message.into() })
 }
 
@@ -66,6 +73,8 @@ struct Fixture {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
     engine: Arc<FakeEngine>,
+    etcd: Arc<Etcd>,
+    kube: Arc<Kube>,
     ctx: Context,
 }
 
@@ -108,15 +117,18 @@ async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfig
         backend: cms_tofu::StateBackend::Local,
     };
     let tofu = Arc::new(Tofu::new(options, Credentials::default(), engine.clone()));
+    let etcd = Arc::new(Etcd::new(nodes, store.clone()));
+    let kube = Arc::new(Kube::over(store.clone()));
     let ctx = Context {
         store: store.clone(),
         tofu,
-        nodes,
+        nodes: etcd.clone(),
+        kube: kube.clone(),
         configs: Some(configs),
         resync: Duration::from_secs(60),
         leases: None,
     };
-    Fixture { _dir: dir, store, engine, ctx }
+    Fixture { _dir: dir, store, engine, etcd, kube, ctx }
 }
 
 fn hosts(count: usize, base: u8) -> Vec<Value> {
@@ -392,7 +404,8 @@ async fn the_applied_inputs_live_in_the_store_and_leave_the_generation_alone() {
 
     // Another replica (a fresh workspace directory, the same store) runs nothing.
     let other = fixture(unreachable()).await;
-    let ctx = Context { store: f.store.clone(), ..other.ctx };
+    let ctx =
+        Context { store: f.store.clone(), nodes: f.ctx.nodes.clone(), kube: f.ctx.kube.clone(), ..other.ctx };
     let runs = ctx.tofu.runs();
     reconcile("acme", &ctx).await.unwrap();
     assert_eq!(ctx.tofu.runs(), runs);
@@ -412,6 +425,27 @@ struct Upgradable {
 
 #[async_trait]
 impl NodeClient for Upgradable {
+    // etcd is the fixture's (`fakes::Etcd`), in front of this.
+    async fn etcd_members(&self, _: &NodeRef) -> Result<Vec<cms_tenancy::EtcdMember>, NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn etcd_status(&self, _: &NodeRef) -> Result<cms_tenancy::EtcdMemberStatus, NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn etcd_leave(&self, _: &NodeRef) -> Result<(), NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn etcd_remove_member(&self, _: &NodeRef, _: u64) -> Result<(), NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn reset(&self, _: &NodeRef, _: bool) -> Result<(), NodeError> {
+        Err(refused("not asked here"))
+    }
+
     async fn apply_config(
         &self,
         _node: &cms_tenancy::NodeRef,

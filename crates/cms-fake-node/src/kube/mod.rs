@@ -1,0 +1,208 @@
+//! A fake Kubernetes API server for tests: HTTPS with client certificates
+//! from the cluster's Kubernetes CA, the discovery kubectl needs, and Nodes
+//! and Pods that the test sets up and the client cordons, drains (by
+//! evictions, which a disruption budget may refuse) and deletes.
+//!
+//! Given a [`FakeEtcd`], it answers only once that etcd is bootstrapped:
+//! until then every request gets a 503 `Status` (and `/readyz` a 500).
+
+mod objects;
+mod routes;
+mod server;
+mod state;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use cms_talos::CertificateAuthority;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+pub use state::{FakeKubeNode, FakePod, KubeRequest, PodKind};
+
+use crate::etcd::FakeEtcd;
+use crate::node::FakeNodeError;
+use crate::tls::server_config;
+use state::{NodeRecord, PodRecord, Store, pod_key};
+
+/// How a fake Kubernetes API starts.
+#[derive(Debug)]
+pub struct FakeKubeOptions {
+    listen: SocketAddr,
+    ca: CertificateAuthority,
+    etcd: Option<FakeEtcd>,
+}
+
+impl FakeKubeOptions {
+    /// An API on `127.0.0.1:0` whose serving certificate `kubernetes_ca`
+    /// issues and which takes only client certificates that it signed.
+    pub fn new(kubernetes_ca: CertificateAuthority) -> FakeKubeOptions {
+        FakeKubeOptions {
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            ca: kubernetes_ca,
+            etcd: None,
+        }
+    }
+
+    /// Where to listen; the certificate also names this IP.
+    pub fn listen(mut self, addr: SocketAddr) -> FakeKubeOptions {
+        self.listen = addr;
+        self
+    }
+
+    /// The cluster's etcd: the API answers only once it is bootstrapped.
+    pub fn etcd(mut self, etcd: FakeEtcd) -> FakeKubeOptions {
+        self.etcd = Some(etcd);
+        self
+    }
+}
+
+/// A running fake Kubernetes API. Clones share it; it stops when the last
+/// clone is dropped, or at [`FakeKube::stop`].
+#[derive(Debug, Clone)]
+pub struct FakeKube {
+    inner: Arc<Inner>,
+}
+
+/// What the clones share: the state and the serving task.
+#[derive(Debug)]
+struct Inner {
+    store: Arc<Store>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            task.abort();
+        }
+    }
+}
+
+impl FakeKube {
+    /// Binds, then serves on the current tokio runtime.
+    pub async fn start(options: FakeKubeOptions) -> Result<FakeKube, FakeNodeError> {
+        let mut sans: Vec<String> = vec!["127.0.0.1".into(), "::1".into(), "localhost".into()];
+        let ip = options.listen.ip().to_string();
+        if !options.listen.ip().is_unspecified() && !sans.contains(&ip) {
+            sans.insert(0, ip);
+        }
+        let config = server_config(&options.ca, &options.ca, &sans, false, b"http/1.1")?;
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
+        let addr =
+            listener.local_addr().map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
+        let store = Arc::new(Store::new(options.etcd, addr));
+        let task = tokio::spawn(server::serve(listener, TlsAcceptor::from(config), store.clone()));
+        Ok(FakeKube { inner: Arc::new(Inner { store, task: Mutex::new(Some(task)) }) })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.store.addr
+    }
+
+    /// The API's URL, `https://IP:PORT`, for a kubeconfig's `server`.
+    pub fn endpoint(&self) -> String {
+        format!("https://{}", self.addr())
+    }
+
+    /// Registers a Ready Node, as a kubelet does when it starts; a Node
+    /// already there is Ready again, at this address and role.
+    pub fn add_node(&self, name: &str, address: IpAddr, control_plane: bool) {
+        let mut data = self.inner.store.data();
+        let now = SystemTime::now();
+        match data.nodes.get_mut(name) {
+            Some(record) => {
+                if !record.node.ready {
+                    record.transitioned = now;
+                }
+                record.node.ready = true;
+                record.node.address = address;
+                record.node.control_plane = control_plane;
+            }
+            None => {
+                let node = FakeKubeNode {
+                    name: name.to_string(),
+                    address,
+                    ready: true,
+                    unschedulable: false,
+                    control_plane,
+                };
+                let uid = data.uid();
+                data.nodes
+                    .insert(name.to_string(), NodeRecord { node, uid, created: now, transitioned: now });
+            }
+        }
+        data.changed();
+    }
+
+    /// Makes a Node Ready or NotReady (its `Ready` condition `False`, reason
+    /// `KubeletNotReady`); a missing Node stays missing.
+    pub fn set_node_ready(&self, name: &str, ready: bool) {
+        let mut data = self.inner.store.data();
+        if let Some(record) = data.nodes.get_mut(name)
+            && record.node.ready != ready
+        {
+            record.node.ready = ready;
+            record.transitioned = SystemTime::now();
+            data.changed();
+        }
+    }
+
+    /// Makes `/readyz` answer `ok`, or fail with a 500 (`false`).
+    pub fn set_api_ready(&self, ready: bool) {
+        self.inner.store.data().api_ready = ready;
+    }
+
+    /// The Nodes, by name.
+    pub fn nodes(&self) -> Vec<FakeKubeNode> {
+        self.inner.store.data().nodes.values().map(|record| record.node.clone()).collect()
+    }
+
+    /// Puts a running Pod on `node`; one of the same name is replaced.
+    pub fn add_pod(&self, namespace: &str, name: &str, node: &str, kind: PodKind) {
+        let mut data = self.inner.store.data();
+        let pod = FakePod { namespace: namespace.into(), name: name.into(), node: node.into(), kind };
+        let uid = data.uid();
+        data.pods.insert(pod_key(namespace, name), PodRecord { pod, uid, created: SystemTime::now() });
+        data.changed();
+    }
+
+    /// Refuses the next `times` evictions of a Pod with a 429, as a
+    /// PodDisruptionBudget that allows no disruption does.
+    pub fn block_evictions(&self, namespace: &str, name: &str, times: u32) {
+        self.inner.store.data().blocked.insert(pod_key(namespace, name), times);
+    }
+
+    /// The Pods, by namespace and name.
+    pub fn pods(&self) -> Vec<FakePod> {
+        self.inner.store.data().pods.values().map(|record| record.pod.clone()).collect()
+    }
+
+    /// `namespace/name` of every eviction accepted, in order.
+    pub fn evictions(&self) -> Vec<String> {
+        self.inner.store.data().evictions.clone()
+    }
+
+    /// The names of the Nodes deleted, in order.
+    pub fn deleted_nodes(&self) -> Vec<String> {
+        self.inner.store.data().deleted_nodes.clone()
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<KubeRequest> {
+        self.inner.store.data().requests.clone()
+    }
+
+    /// Stops listening and serving, whatever clones remain: new connections
+    /// are refused.
+    pub fn stop(self) {
+        if let Some(task) = self.inner.task.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            task.abort();
+        }
+    }
+}

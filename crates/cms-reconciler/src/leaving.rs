@@ -1,0 +1,375 @@
+//! Machines leave a tenant safely, before the infrastructure lets them go.
+//!
+//! A machine the workspace no longer holds (a scale-down) walks these steps,
+//! each recorded in its [`LEAVING_ANNOTATION`] (`<step> <since>`) and shown
+//! as its `stage`, so that a restart or another replica picks up where the
+//! last pass stopped:
+//!
+//! 1. A worker is `draining`: its Node is cordoned and its pods evicted
+//!    through the eviction API, which PodDisruptionBudgets may refuse for a
+//!    while; after [`DRAIN_TIMEOUT`] it goes on regardless.
+//! 2. A control plane is `leaving-etcd`: `EtcdLeaveCluster` on it, or
+//!    `EtcdRemoveMemberByID` from another member when it does not answer.
+//!    It waits while any other member does not answer, since removing a
+//!    member then could cost etcd its quorum; control planes leave one at
+//!    a time.
+//! 3. A metal host is `resetting`: `Reset` wipes it and it reboots into
+//!    maintenance mode, free for reuse (graceful for a worker; a control
+//!    plane has left etcd already). A host that does not answer for
+//!    [`RESET_TIMEOUT`] is let go, with a warning.
+//! 4. `removing-node`: its Node object is deleted.
+//! 5. `deleting`: done; the next apply removes it.
+//!
+//! Before etcd is bootstrapped there is no etcd to leave and no API to
+//! drain through. A metal host that never took a config leaves at once. A
+//! machine the workspace holds again once it has left starts anew, from
+//! maintenance mode.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use cms_model::{Machine, MachineStatus, Provider, Role};
+use cms_tofu::WorkspacePlan;
+
+use crate::cluster::{self, Answer, machine_of, node_of, node_ref};
+use crate::machines::{newest_first, planned};
+use crate::settle::{CONFIG_HASH_ANNOTATION, Observed, write};
+use crate::{Context, ReconcileError};
+
+/// The machine annotation of a leaving machine: `<step> <since>`.
+pub const LEAVING_ANNOTATION: &str = "service.io/leaving";
+/// How long a drain may take before the worker leaves regardless.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a host that does not answer `Reset` (or an API that does not
+/// delete its Node) is waited for.
+pub const RESET_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A step of leaving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Draining,
+    LeavingEtcd,
+    Resetting,
+    RemovingNode,
+    Left,
+}
+
+impl Step {
+    fn stage(self) -> &'static str {
+        match self {
+            Step::Draining => "draining",
+            Step::LeavingEtcd => "leaving-etcd",
+            Step::Resetting => "resetting",
+            Step::RemovingNode => "removing-node",
+            Step::Left => "deleting",
+        }
+    }
+
+    fn parse(stage: &str) -> Option<Step> {
+        [Step::Draining, Step::LeavingEtcd, Step::Resetting, Step::RemovingNode, Step::Left]
+            .into_iter()
+            .find(|step| step.stage() == stage)
+    }
+}
+
+/// Where the leaving machines stand.
+#[derive(Debug, Default)]
+pub(crate) struct Leaving {
+    /// Machines still leaving, each with what it waits for.
+    pub(crate) waiting: Vec<String>,
+    /// Machines that left, for the next apply to remove.
+    pub(crate) left: usize,
+}
+
+impl Leaving {
+    /// Nothing is on its way out: the infrastructure may change.
+    pub(crate) fn settled(&self) -> bool {
+        self.waiting.is_empty()
+    }
+}
+
+/// Whether a machine is on its way out (or out), and not the node work's.
+pub(crate) fn is_leaving(machine: &Machine) -> bool {
+    machine.metadata.annotations.contains_key(LEAVING_ANNOTATION)
+}
+
+/// Moves every leaving machine as far as it can go in this pass.
+pub(crate) async fn advance(
+    tenant: &str,
+    plan: &WorkspacePlan,
+    stored: &BTreeMap<String, Machine>,
+    bootstrapped: bool,
+    ctx: &Context,
+) -> Result<Leaving, ReconcileError> {
+    let live: Vec<&Machine> =
+        stored.values().filter(|machine| machine.metadata.deletion_timestamp.is_none()).collect();
+    let mut leaving = Leaving::default();
+    let mut control_plane_busy = false;
+    for id in newest_first(live.iter().map(|machine| machine.metadata.name.clone())) {
+        let machine = &stored[&id];
+        let wanted = planned(plan, &id).is_some();
+        let step = current(machine);
+        if wanted && matches!(step, None | Some((Step::Left, _))) {
+            if step.is_some() {
+                rejoin(ctx, tenant, machine).await?;
+            }
+            continue;
+        }
+        let role = machine.status.role.unwrap_or(Role::Worker);
+        if role == Role::ControlPlane && control_plane_busy {
+            leaving.waiting.push(format!("{id}: waiting for the control plane before it to leave"));
+            continue;
+        }
+        match walk(tenant, machine, &live, bootstrapped, ctx).await? {
+            None => leaving.left += 1,
+            Some(why) => {
+                control_plane_busy |= role == Role::ControlPlane;
+                leaving.waiting.push(format!("{id}: {why}"));
+            }
+        }
+    }
+    Ok(leaving)
+}
+
+/// The recorded step of a machine and since when.
+fn current(machine: &Machine) -> Option<(Step, DateTime<Utc>)> {
+    let value = machine.metadata.annotations.get(LEAVING_ANNOTATION)?;
+    let (step, since) = value.split_once(' ').unwrap_or((value, ""));
+    let since =
+        DateTime::parse_from_rfc3339(since).map(|at| at.with_timezone(&Utc)).unwrap_or_else(|_| Utc::now());
+    Some((Step::parse(step)?, since))
+}
+
+/// Walks one machine through its steps: `None` once it left, else what it
+/// waits for.
+async fn walk(
+    tenant: &str,
+    machine: &Machine,
+    live: &[&Machine],
+    bootstrapped: bool,
+    ctx: &Context,
+) -> Result<Option<String>, ReconcileError> {
+    let metal = machine.spec.provider_type.as_deref() == Some(Provider::Metal.as_str());
+    let role = machine.status.role.unwrap_or(Role::Worker);
+    let (mut step, mut since) = match current(machine) {
+        Some(recorded) => recorded,
+        None if metal && !machine.metadata.annotations.contains_key(CONFIG_HASH_ANNOTATION) => {
+            (Step::Left, Utc::now())
+        }
+        None if !bootstrapped => (Step::Resetting, Utc::now()),
+        None if role == Role::ControlPlane => (Step::LeavingEtcd, Utc::now()),
+        None => (Step::Draining, Utc::now()),
+    };
+    let mut machine = machine.clone();
+    loop {
+        let elapsed = (Utc::now() - since).to_std().unwrap_or_default();
+        let next = match step {
+            Step::Draining => drain(tenant, &machine, elapsed, ctx).await,
+            Step::LeavingEtcd => leave_etcd(tenant, &machine, live, ctx).await,
+            Step::Resetting if !metal => Ok(Step::RemovingNode),
+            Step::Resetting => reset(tenant, &machine, role, elapsed, ctx).await,
+            Step::RemovingNode if !bootstrapped => Ok(Step::Left),
+            Step::RemovingNode => remove_node(tenant, &machine, elapsed, ctx).await,
+            Step::Left => Err(String::new()),
+        };
+        let recorded = current(&machine).map(|(step, _)| step);
+        let (target, why) = match next {
+            Ok(next) => (next, None),
+            Err(why) => (step, Some(why)),
+        };
+        if recorded != Some(target) {
+            if target != step {
+                since = Utc::now();
+            }
+            machine = record(ctx, tenant, &machine, target, since, metal).await?;
+        }
+        step = target;
+        match why {
+            Some(why) if step != Step::Left => return Ok(Some(why)),
+            _ if step == Step::Left => return Ok(None),
+            _ => {}
+        }
+    }
+}
+
+/// Writes the step into the machine's annotation and stage; a host that
+/// was reset has no config any more.
+async fn record(
+    ctx: &Context,
+    tenant: &str,
+    machine: &Machine,
+    step: Step,
+    since: DateTime<Utc>,
+    metal: bool,
+) -> Result<Machine, ReconcileError> {
+    let mut annotations = machine.metadata.annotations.clone();
+    annotations.insert(LEAVING_ANNOTATION.to_string(), format!("{} {}", step.stage(), since.to_rfc3339()));
+    let wiped = metal && matches!(step, Step::RemovingNode | Step::Left);
+    if wiped {
+        annotations.remove(CONFIG_HASH_ANNOTATION);
+    }
+    let status = MachineStatus { stage: step.stage().to_string(), ready: false, ..machine.status.clone() };
+    let connected = machine.spec.connected && !wiped;
+    tracing::info!(tenant, machine = %machine.metadata.name, stage = step.stage(), "leaving");
+    let observed = Observed { annotations, connected, status };
+    let mut next = machine.clone();
+    next.metadata.annotations = observed.annotations.clone();
+    next.spec.connected = observed.connected;
+    next.status = observed.status.clone();
+    write(ctx, tenant, machine, observed).await?;
+    Ok(next)
+}
+
+/// A machine that left is wanted again: it starts anew, from maintenance mode.
+async fn rejoin(ctx: &Context, tenant: &str, machine: &Machine) -> Result<(), ReconcileError> {
+    let mut annotations = machine.metadata.annotations.clone();
+    annotations.remove(LEAVING_ANNOTATION);
+    annotations.remove(CONFIG_HASH_ANNOTATION);
+    let status = MachineStatus { stage: "provisioning".into(), ready: false, ..machine.status.clone() };
+    write(ctx, tenant, machine, Observed { annotations, connected: false, status }).await
+}
+
+/// One round of draining a worker: cordon, evict, and go on once nothing
+/// is left or the drain took too long.
+async fn drain(tenant: &str, machine: &Machine, elapsed: Duration, ctx: &Context) -> Result<Step, String> {
+    let late = elapsed > DRAIN_TIMEOUT;
+    let round = async {
+        let nodes = ctx.kube.nodes(tenant).await.map_err(|err| format!("listing the Nodes: {err}"))?;
+        let Some(node) = node_of(machine, &nodes) else { return Ok(None) };
+        if !node.unschedulable {
+            ctx.kube
+                .cordon(tenant, &node.name)
+                .await
+                .map_err(|err| format!("cordoning {}: {err}", node.name))?;
+        }
+        let drain = ctx
+            .kube
+            .evict(tenant, &node.name)
+            .await
+            .map_err(|err| format!("draining {}: {err}", node.name))?;
+        Ok(Some((node.name.clone(), drain)))
+    };
+    let outcome: Result<_, String> = round.await;
+    let why = match outcome {
+        Ok(None) => return Ok(Step::Resetting),
+        Ok(Some((_, drain))) if drain.done() => return Ok(Step::Resetting),
+        Ok(Some((node, drain))) => {
+            let held = match drain.blocked.is_empty() {
+                true => String::new(),
+                false => format!(" ({} held by a PodDisruptionBudget)", drain.blocked.join(", ")),
+            };
+            format!("draining node {node}: {} pods left{held}", drain.remaining.len())
+        }
+        Err(why) => why,
+    };
+    if late {
+        tracing::warn!(tenant, machine = %machine.metadata.name, %why, "the drain timed out; going on");
+        return Ok(Step::Resetting);
+    }
+    Err(why)
+}
+
+/// A control plane leaves etcd, while every other member answers.
+async fn leave_etcd(
+    tenant: &str,
+    machine: &Machine,
+    live: &[&Machine],
+    ctx: &Context,
+) -> Result<Step, String> {
+    let control_planes: Vec<&Machine> = live
+        .iter()
+        .filter(|other| {
+            other.status.role == Some(Role::ControlPlane) && other.spec.management_address.is_some()
+        })
+        .filter(|other| {
+            !matches!(current(other), Some((Step::Resetting | Step::RemovingNode | Step::Left, _)))
+        })
+        .copied()
+        .collect();
+    let others: Vec<&Machine> =
+        control_planes.iter().filter(|other| other.metadata.name != machine.metadata.name).copied().collect();
+    let mut askable = others.clone();
+    askable.push(machine);
+    let members = cluster::members(tenant, &askable, ctx).await?;
+    let Some(member) = members.iter().find(|member| machine_of(member, &[machine]).is_some()) else {
+        return Ok(Step::Resetting);
+    };
+    let remaining: Vec<_> = members.iter().filter(|m| m.id != member.id).cloned().collect();
+    if remaining.is_empty() {
+        return Err("it is etcd's last member; a tenant keeps at least one control plane".into());
+    }
+    let answers = cluster::statuses(tenant, &remaining, &control_planes, ctx).await;
+    let silent: Vec<String> = answers
+        .iter()
+        .filter_map(|answer| match answer {
+            Answer::Silent(why) => Some(why.clone()),
+            _ => None,
+        })
+        .collect();
+    if !silent.is_empty() {
+        return Err(format!("waiting to leave etcd without losing quorum: {}", silent.join("; ")));
+    }
+    let own = node_ref(tenant, machine).ok_or("it has no address")?;
+    let Err(left) = ctx.nodes.etcd_leave(&own).await else {
+        tracing::info!(tenant, machine = %machine.metadata.name, "left etcd");
+        return Ok(Step::Resetting);
+    };
+    for other in &others {
+        let Some(node) = node_ref(tenant, other) else { continue };
+        if ctx.nodes.etcd_remove_member(&node, member.id).await.is_ok() {
+            tracing::info!(tenant, machine = %machine.metadata.name, by = %other.metadata.name, "removed from etcd");
+            return Ok(Step::Resetting);
+        }
+    }
+    Err(format!("leaving etcd: {left}; no other member removed it"))
+}
+
+/// A metal host wipes itself; one that does not answer is let go after a while.
+async fn reset(
+    tenant: &str,
+    machine: &Machine,
+    role: Role,
+    elapsed: Duration,
+    ctx: &Context,
+) -> Result<Step, String> {
+    let Some(node) = node_ref(tenant, machine) else { return Ok(Step::RemovingNode) };
+    match ctx.nodes.reset(&node, role != Role::ControlPlane).await {
+        Ok(()) => {
+            tracing::info!(tenant, machine = %machine.metadata.name, "reset");
+            Ok(Step::RemovingNode)
+        }
+        Err(err) if elapsed > RESET_TIMEOUT => {
+            tracing::warn!(tenant, machine = %machine.metadata.name, %err, "the host did not reset; letting it go");
+            Ok(Step::RemovingNode)
+        }
+        Err(err) => Err(format!("resetting: {err}")),
+    }
+}
+
+/// Deletes the machine's Node object.
+async fn remove_node(
+    tenant: &str,
+    machine: &Machine,
+    elapsed: Duration,
+    ctx: &Context,
+) -> Result<Step, String> {
+    let outcome = async {
+        let nodes = ctx.kube.nodes(tenant).await.map_err(|err| format!("listing the Nodes: {err}"))?;
+        if let Some(node) = node_of(machine, &nodes) {
+            ctx.kube
+                .delete_node(tenant, &node.name)
+                .await
+                .map_err(|err| format!("deleting {}: {err}", node.name))?;
+        }
+        Ok::<(), String>(())
+    };
+    match outcome.await {
+        Ok(()) => Ok(Step::Left),
+        Err(why) if elapsed > RESET_TIMEOUT => {
+            tracing::warn!(tenant, machine = %machine.metadata.name, %why, "the Node was not deleted; going on");
+            Ok(Step::Left)
+        }
+        Err(why) => Err(why),
+    }
+}

@@ -1,0 +1,78 @@
+//! A tenant's Kubernetes API as the reconciler uses it: [`KubeClient`] is
+//! the seam; [`TenantKube`] the real client, on `kube` (kube-rs), signed in
+//! with a short-lived admin client certificate that the service issues from
+//! the tenant's Kubernetes CA, at the tenant's control-plane endpoint.
+
+use async_trait::async_trait;
+
+use crate::error::TenancyError;
+
+pub use crate::kube_client::TenantKube;
+
+/// One Kubernetes Node, as the reconciler reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KubeNode {
+    pub name: String,
+    /// Its addresses (`InternalIP`, `ExternalIP`, `Hostname`), as the Node lists them.
+    pub addresses: Vec<String>,
+    /// Its `Ready` condition is `True`.
+    pub ready: bool,
+    /// Why it is not ready: the `Ready` condition's reason and message, or
+    /// that it has none; empty when ready.
+    pub reason: String,
+    /// Cordoned: `spec.unschedulable`.
+    pub unschedulable: bool,
+}
+
+/// What one round of draining a node left.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Drain {
+    /// `namespace/name` of each pod a drain moves that is still on the node
+    /// (neither a DaemonSet's nor a mirror pod, not finished).
+    pub remaining: Vec<String>,
+    /// Those of `remaining` whose eviction a PodDisruptionBudget refused
+    /// (HTTP 429) in this round.
+    pub blocked: Vec<String>,
+}
+
+impl Drain {
+    /// No pod is left to move.
+    pub fn done(&self) -> bool {
+        self.remaining.is_empty()
+    }
+}
+
+/// Why a Kubernetes API call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// No client can be made: the tenant has no secrets or endpoint yet, or
+    /// its kubeconfig does not load.
+    #[error("no Kubernetes client: {0}")]
+    Client(#[source] TenancyError),
+    /// The API did not answer, or answered with an error.
+    #[error("{0}")]
+    Api(String),
+}
+
+/// The Kubernetes API calls the reconciler makes, each with the tenant's
+/// admin credentials at its control-plane endpoint.
+#[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
+#[async_trait]
+pub trait KubeClient: Send + Sync + 'static {
+    /// `GET /readyz`: `Ok` when the API server says it is ready.
+    async fn readyz(&self, tenant: &str) -> Result<(), KubeError>;
+
+    /// Every Node of the tenant's cluster.
+    async fn nodes(&self, tenant: &str) -> Result<Vec<KubeNode>, KubeError>;
+
+    /// Marks the Node unschedulable (a no-op when it already is, or is gone).
+    async fn cordon(&self, tenant: &str, node: &str) -> Result<(), KubeError>;
+
+    /// One round of a drain: asks the eviction API to evict every pod on
+    /// the Node that a drain moves, and gives what is left. A refusal by a
+    /// PodDisruptionBudget is no error; the pod stays in `remaining`.
+    async fn evict(&self, tenant: &str, node: &str) -> Result<Drain, KubeError>;
+
+    /// Deletes the Node object (a no-op when it is gone).
+    async fn delete_node(&self, tenant: &str, node: &str) -> Result<(), KubeError>;
+}

@@ -1,0 +1,258 @@
+//! [`TenantKube`]: the real [`KubeClient`], on `kube` (kube-rs). A tenant's
+//! client signs in with the admin kubeconfig the service renders (a client
+//! certificate from the tenant's Kubernetes CA, at its control-plane
+//! endpoint), and is kept for half the certificate's life so that each
+//! reconcile does not sign a new one.
+
+use std::collections::HashMap;
+use std::error::Error as _;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ::kube::api::{Api, DeleteParams, EvictParams, ListParams};
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
+use ::kube::{Client, Config};
+use async_trait::async_trait;
+use cms_model::UserRole;
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::error::TenancyError;
+use crate::kube::{Drain, KubeClient, KubeError, KubeNode};
+use crate::tenancy::Tenancy;
+
+/// How long the client certificate of one client lives. A client is made
+/// anew after half of it.
+const CERT_TTL: Duration = Duration::from_secs(600);
+
+/// The annotation by which the API server marks a static pod's mirror.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// [`KubeClient`] on `kube`, with each tenant's admin credentials.
+pub struct TenantKube {
+    tenancy: Arc<Tenancy>,
+    timeout: Duration,
+    /// Each tenant's client, and when it was made.
+    clients: Mutex<HashMap<String, (Instant, Client)>>,
+}
+
+impl fmt::Debug for TenantKube {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TenantKube").field("timeout", &self.timeout).finish_non_exhaustive()
+    }
+}
+
+impl TenantKube {
+    /// A client whose calls give up connecting, and waiting for an answer,
+    /// after `timeout`.
+    pub fn new(tenancy: Arc<Tenancy>, timeout: Duration) -> TenantKube {
+        // rustls is built with ring alone here, which it would pick by itself;
+        // choosing it keeps that so should another provider be compiled in. A
+        // provider the process chose before stays.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        TenantKube { tenancy, timeout, clients: Mutex::default() }
+    }
+
+    /// The tenant's client: the cached one while it is young enough, else a new one.
+    async fn client(&self, tenant: &str) -> Result<Client, KubeError> {
+        if let Some(client) = self.cached(tenant) {
+            return Ok(client);
+        }
+        let client = self.connect(tenant).await?;
+        self.lock().insert(tenant.to_string(), (Instant::now(), client.clone()));
+        Ok(client)
+    }
+
+    fn cached(&self, tenant: &str) -> Option<Client> {
+        let mut clients = self.lock();
+        match clients.get(tenant) {
+            Some((made, client)) if made.elapsed() < CERT_TTL / 2 => Some(client.clone()),
+            Some(_) => {
+                clients.remove(tenant);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Client)>> {
+        self.clients.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new client from a freshly signed admin kubeconfig.
+    async fn connect(&self, tenant: &str) -> Result<Client, KubeError> {
+        let yaml =
+            self.tenancy.kubeconfig(tenant, UserRole::Admin, CERT_TTL).await.map_err(KubeError::Client)?;
+        let unusable = |err: &dyn fmt::Display| {
+            KubeError::Client(TenancyError::NotReady(format!(
+                "the admin kubeconfig of tenant {tenant:?} is unusable: {err}"
+            )))
+        };
+        let kubeconfig = Kubeconfig::from_yaml(&yaml).map_err(|err| unusable(&err))?;
+        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|err| unusable(&err))?;
+        config.connect_timeout = Some(self.timeout);
+        config.read_timeout = Some(self.timeout);
+        config.write_timeout = Some(self.timeout);
+        config.reset_reader_on_write = true;
+        // Each call is one attempt: a refused eviction (429) is an answer,
+        // and the reconciler retries the rest on its own schedule.
+        config.default_retry = false;
+        let client = Client::try_from(config).map_err(|err| unusable(&err))?;
+        tracing::debug!(tenant, "made a Kubernetes client");
+        Ok(client)
+    }
+
+    /// `err` of `call` as a [`KubeError::Api`]. A call that got no answer
+    /// drops the tenant's client, so that the next one connects afresh.
+    fn failed(&self, tenant: &str, call: &str, err: ::kube::Error) -> KubeError {
+        if !matches!(err, ::kube::Error::Api(_)) {
+            self.lock().remove(tenant);
+        }
+        KubeError::Api(format!("{call}: {}", describe(&err)))
+    }
+}
+
+#[async_trait]
+impl KubeClient for TenantKube {
+    async fn readyz(&self, tenant: &str) -> Result<(), KubeError> {
+        const CALL: &str = "GET /readyz";
+        let client = self.client(tenant).await?;
+        let request = http::Request::get("/readyz")
+            .body(Vec::new())
+            .map_err(|err| KubeError::Api(format!("{CALL}: {err}")))?;
+        client.request_text(request).await.map_err(|err| self.failed(tenant, CALL, err))?;
+        Ok(())
+    }
+
+    async fn nodes(&self, tenant: &str) -> Result<Vec<KubeNode>, KubeError> {
+        let nodes = Api::<Node>::all(self.client(tenant).await?);
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map_err(|err| self.failed(tenant, "GET /api/v1/nodes", err))?;
+        Ok(list.items.into_iter().map(kube_node).collect())
+    }
+
+    async fn cordon(&self, tenant: &str, node: &str) -> Result<(), KubeError> {
+        let nodes = Api::<Node>::all(self.client(tenant).await?);
+        match nodes.cordon(node).await {
+            Ok(_) => Ok(()),
+            Err(err) if has_code(&err, 404) => Ok(()),
+            Err(err) => Err(self.failed(tenant, &format!("PATCH /api/v1/nodes/{node}"), err)),
+        }
+    }
+
+    async fn evict(&self, tenant: &str, node: &str) -> Result<Drain, KubeError> {
+        let client = self.client(tenant).await?;
+        let selector = format!("spec.nodeName={node}");
+        let pods = Api::<Pod>::all(client.clone())
+            .list(&ListParams::default().fields(&selector))
+            .await
+            .map_err(|err| self.failed(tenant, &format!("GET /api/v1/pods?fieldSelector={selector}"), err))?;
+        let mut drain = Drain::default();
+        for pod in pods.items.iter().filter(|pod| moved_by_drain(pod)) {
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            let id = format!("{namespace}/{name}");
+            let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+            match pods.evict(name, &EvictParams::default()).await {
+                Ok(_) => {}
+                Err(err) if has_code(&err, 404) => {}
+                Err(err) if has_code(&err, 429) => {
+                    drain.remaining.push(id.clone());
+                    drain.blocked.push(id);
+                }
+                Err(err) => {
+                    let call = format!("POST /api/v1/namespaces/{namespace}/pods/{name}/eviction");
+                    return Err(self.failed(tenant, &call, err));
+                }
+            }
+        }
+        Ok(drain)
+    }
+
+    async fn delete_node(&self, tenant: &str, node: &str) -> Result<(), KubeError> {
+        let nodes = Api::<Node>::all(self.client(tenant).await?);
+        match nodes.delete(node, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(err) if has_code(&err, 404) => Ok(()),
+            Err(err) => Err(self.failed(tenant, &format!("DELETE /api/v1/nodes/{node}"), err)),
+        }
+    }
+}
+
+/// A Node as the reconciler reads it.
+fn kube_node(node: Node) -> KubeNode {
+    let unschedulable = node.spec.and_then(|spec| spec.unschedulable).unwrap_or(false);
+    let status = node.status.unwrap_or_default();
+    let addresses = status.addresses.unwrap_or_default().into_iter().map(|address| address.address).collect();
+    let ready =
+        status.conditions.unwrap_or_default().into_iter().find(|condition| condition.type_ == "Ready");
+    let (ready, reason) = match ready {
+        Some(condition) if condition.status == "True" => (true, String::new()),
+        Some(condition) => {
+            let parts = [condition.reason, condition.message];
+            let reason: Vec<String> = parts.into_iter().flatten().filter(|part| !part.is_empty()).collect();
+            if reason.is_empty() {
+                (false, format!("Ready is {:?}", condition.status))
+            } else {
+                (false, reason.join(": "))
+            }
+        }
+        None => (false, "no Ready condition".to_string()),
+    };
+    KubeNode { name: node.metadata.name.unwrap_or_default(), addresses, ready, reason, unschedulable }
+}
+
+/// Whether a drain moves `pod`: not a DaemonSet's (its controller would put
+/// it back), not a static pod's mirror (the kubelet owns it), not finished.
+fn moved_by_drain(pod: &Pod) -> bool {
+    let meta = &pod.metadata;
+    let daemon = meta.owner_references.iter().flatten().any(|owner| owner.kind == "DaemonSet");
+    let mirror = meta.annotations.as_ref().is_some_and(|notes| notes.contains_key(MIRROR_ANNOTATION));
+    let phase = pod.status.as_ref().and_then(|status| status.phase.as_deref());
+    let finished = matches!(phase, Some("Succeeded" | "Failed"));
+    !daemon && !mirror && !finished
+}
+
+/// Whether the API answered `err` with HTTP `code`.
+fn has_code(err: &::kube::Error, code: u16) -> bool {
+    matches!(err, ::kube::Error::Api(status) if status.code == code)
+}
+
+/// What went wrong, for an operator: the API's status code, reason and
+/// message, or the chain of causes of a call that got no answer (down to
+/// "Connection refused" or a certificate the client does not trust).
+fn describe(err: &::kube::Error) -> String {
+    let ::kube::Error::Api(status) = err else {
+        let mut text = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            let cause_text = cause.to_string();
+            if !text.contains(&cause_text) {
+                text = format!("{text}: {cause_text}");
+            }
+            source = cause.source();
+        }
+        return text;
+    };
+    let mut text = status.code.to_string();
+    // A body that is no Status (such as `/readyz`'s report) comes with a
+    // made-up reason, which says nothing.
+    if !status.reason.is_empty() && !status.reason.contains(' ') {
+        text = format!("{text} {}", status.reason);
+    }
+    let message = status.message.trim();
+    let failed: Vec<&str> = message.lines().filter(|line| line.starts_with("[-]")).collect();
+    let message =
+        if failed.is_empty() { message.lines().collect::<Vec<_>>().join("; ") } else { failed.join("; ") };
+    if !message.is_empty() {
+        text = format!("{text}: {message}");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests;
