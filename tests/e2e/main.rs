@@ -15,6 +15,7 @@ mod cli_walkthrough;
 mod cli_watch;
 mod config_patches;
 mod conflicts;
+mod console;
 mod deletion;
 mod durability;
 mod errors;

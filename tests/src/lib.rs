@@ -15,11 +15,15 @@
 //! fake cluster in this process: fake nodes sharing an etcd, and a fake
 //! Kubernetes API server they register with.
 //!
+//! [`browser::Browser`] drives headless Chromium through chromedriver, for
+//! the web console's tests, with accessibility checks by a vendored axe-core.
+//!
 //! Every wait is bounded: a server that does not start, answer or stop in time
 //! fails the test with its log attached, never hangs it.
 
 mod api;
 mod binary;
+pub mod browser;
 pub mod cli;
 pub mod cluster;
 pub mod fixtures;

@@ -65,6 +65,9 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         watch_heartbeat: settings.watch_heartbeat,
         send_timeout: settings.send_timeout,
         insecure_disable_auth: settings.insecure_disable_auth,
+        // The server speaks plain HTTP; behind a TLS proxy,
+        // `CMS_SECURE_COOKIES` marks the console's cookie `Secure`.
+        secure_cookies: settings.secure_cookies,
     };
     if options.insecure_disable_auth {
         tracing::warn!(

@@ -37,6 +37,7 @@ const KEYS: &[&str] = &[
     "login_token_ttl",
     "login_signing_key",
     "insecure_disable_auth",
+    "secure_cookies",
     "secrets_key",
     "secrets_key_id",
     "key_pool",
@@ -97,6 +98,9 @@ pub(crate) struct Settings {
     /// Serves every request without authentication, as admin. For
     /// benchmarks only, and refused unless listening on loopback.
     pub(crate) insecure_disable_auth: bool,
+    /// Marks the console's session cookie `Secure`: set it when clients
+    /// reach the server over TLS (a proxy in front terminating it).
+    pub(crate) secure_cookies: bool,
     /// The key that seals tenant secrets at rest: standard base64 of 32
     /// bytes. When unset, the key file `<data_dir>/secrets.key` is used, and
     /// created with mode 0600 on first start.
@@ -159,6 +163,7 @@ impl Default for Settings {
             login_token_ttl: Duration::from_secs(3600),
             login_signing_key: None,
             insecure_disable_auth: false,
+            secure_cookies: false,
             secrets_key: None,
             secrets_key_id: "k1".to_string(),
             key_pool: secrets.key_pool,

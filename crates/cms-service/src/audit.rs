@@ -2,9 +2,10 @@
 //! whether it succeeded, was denied or failed, becomes one audit record
 //! before its answer leaves, so an acknowledged change is always on record.
 //!
-//! A record says who asked (the caller the route's guard identified, the
-//! user name a login attempted, or `anonymous`), what (method, route
-//! pattern, path and the resource they name), when, and the status. It is
+//! A record says who asked (the caller the route's guard or the web console
+//! identified, the user name a login attempted, or `anonymous`), what
+//! (method, route pattern, path and the resource they name), when, and the
+//! status. It is
 //! built from the request line and what handlers note in the request's
 //! extensions, never from a body, so no password, token or secret can reach
 //! it. A failure to write it is logged and does not fail the request.
@@ -151,8 +152,9 @@ fn entry(line: RequestLine, extensions: Option<&Extensions>, status: u16, time: 
 /// kind of its last collection, that collection's item (or, for a create,
 /// the name the handler noted) and the tenant it lives in.
 fn target(pattern: &str, path: &str, created: Option<&str>) -> Option<AuditTarget> {
-    let pattern = pattern.strip_prefix(API_PREFIX)?;
-    let path = path.strip_prefix(API_PREFIX)?;
+    // The web console's forms post to paths at the root of the same shape.
+    let pattern = pattern.strip_prefix(API_PREFIX).unwrap_or(pattern);
+    let path = path.strip_prefix(API_PREFIX).unwrap_or(path);
     let pairs: Vec<(&str, &str)> = pattern.split('/').zip(path.split('/')).skip(1).collect();
     let mut tenant = None;
     let mut kind = None;

@@ -6,14 +6,17 @@
 //! each registering its routes with a `config` function, under `/api/v1`;
 //! the operational endpoints (`/healthz`, `/readyz`, `/version`) and the
 //! API's OpenAPI document (`/openapi.json`, with a page at `/docs`) sit at
-//! the root. Handlers answer with the JSON bytes the store serialized once.
+//! the root, and so does the web console (`cms_console`, at `/`, mounted by
+//! `console.rs`), which is not part of the API or its document. Handlers
+//! answer with the JSON bytes the store serialized once.
 //!
 //! Where things are: `routes.rs`, the route table with each route's
 //! permission, enforced by `auth.rs`. One module per resource: `tenants.rs`,
 //! `children.rs` (node groups and config patches), `machines.rs`,
 //! `machine_config.rs`, `downloads.rs`, `projected.rs`, `health.rs`,
 //! `users.rs`, `tokens.rs`, `login.rs`, `audit_log.rs`, and `ops.rs` for
-//! `/healthz`, `/readyz`, `/version`. Handlers parse (`body.rs`, `query.rs`),
+//! `/healthz`, `/readyz`, `/version`; `console.rs` hands the console's paths
+//! to it. Handlers parse (`body.rs`, `query.rs`),
 //! call `cms_tenancy` or the store, and reply (`reply.rs`); `error.rs` is the
 //! one place where failures become statuses and `{error, code, status}`
 //! bodies. `watch.rs`: the SSE stream. `audit.rs`: the middleware that records
@@ -29,6 +32,7 @@ mod audit_log;
 mod auth;
 mod body;
 mod children;
+mod console;
 mod downloads;
 mod error;
 mod fallback;
@@ -94,12 +98,15 @@ pub fn app(
         .wrap(from_fn(metrics::record))
 }
 
-/// Registers the state, the routes of [`ROUTES`] and the fallbacks for
-/// unknown paths.
+/// Registers the state, the routes of [`ROUTES`], the web console's paths
+/// and the fallbacks for unknown paths.
 /// [`app`] adds the request-id middleware, which also gives the framework's
 /// own errors the API's shape; prefer it over calling this directly.
 pub fn configure(cfg: &mut web::ServiceConfig, state: AppState) {
-    cfg.app_data(web::Data::new(state)).configure(fallback::extractor_errors).configure(routes::root);
+    cfg.app_data(web::Data::new(state))
+        .configure(fallback::extractor_errors)
+        .configure(routes::root)
+        .configure(console::mount);
     cfg.service(web::scope(API_PREFIX).configure(routes::api));
     cfg.default_service(web::to(fallback::not_found));
 }

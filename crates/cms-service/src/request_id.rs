@@ -1,6 +1,7 @@
 //! The outermost middleware: gives every request an id (the `x-request-id`
 //! response header), logs internal errors with it, and makes sure that every
-//! error response, the framework's included, has the API's error shape.
+//! error response, the framework's included, has the API's error shape;
+//! the web console's pages are left as they are.
 
 use std::fmt;
 
@@ -12,6 +13,7 @@ use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpResponse, ResponseError};
 use uuid::Uuid;
 
+use crate::console::ConsoleAnswer;
 use crate::error::{ApiError, ErrorBody, INTERNAL_MESSAGE};
 
 /// The response header that carries the request id.
@@ -59,7 +61,9 @@ pub(crate) async fn assign(
             return Err(Shaped { body, id }.into());
         }
     };
-    if let Some(body) = shape(response.status(), response.response().error(), id) {
+    // The web console's answers are pages of its own, error pages included.
+    let console = response.response().extensions().contains::<ConsoleAnswer>();
+    if !console && let Some(body) = shape(response.status(), response.response().error(), id) {
         response = response.into_response(body.into_response());
     }
     tracing::debug!(

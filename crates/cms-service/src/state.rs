@@ -1,12 +1,14 @@
 //! What every handler shares: the store, the application layer, the
-//! authenticator, the audit log, the health prober, the service's options
-//! and the shutdown signal. The server builds them; this crate only uses them.
+//! authenticator, the audit log, the health prober, the service's options,
+//! the shutdown signal and the web console built over them. The server
+//! builds them; this crate only uses them.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cms_auth::Authenticator;
+use cms_console::{Console, ConsoleOptions};
 use cms_prober::Prober;
 use cms_store::{Audit, Store};
 use cms_tenancy::Tenancy;
@@ -24,8 +26,13 @@ pub struct ServiceOptions {
     /// stops reading is cut off, and its buffers are freed.
     pub send_timeout: Duration,
     /// Serves every route to anyone, as admin. Only for benchmarks and
-    /// handler tests; the server allows it on loopback addresses only.
+    /// handler tests; the server allows it on loopback addresses only. The
+    /// web console ignores it: its pages always need a session.
     pub insecure_disable_auth: bool,
+    /// Marks the web console's session cookie `Secure`, for a server behind
+    /// a proxy that terminates TLS. Off by default: the server itself speaks
+    /// plain HTTP, and browsers drop `Secure` cookies sent over it.
+    pub secure_cookies: bool,
 }
 
 impl ServiceOptions {
@@ -44,6 +51,7 @@ impl Default for ServiceOptions {
             watch_heartbeat: ServiceOptions::DEFAULT_WATCH_HEARTBEAT,
             send_timeout: ServiceOptions::DEFAULT_SEND_TIMEOUT,
             insecure_disable_auth: false,
+            secure_cookies: false,
         }
     }
 }
@@ -62,11 +70,13 @@ pub struct AppState {
     pub options: ServiceOptions,
     /// Cancelled when the server shuts down; open watch streams then end.
     pub shutdown: CancellationToken,
+    /// The web console, over the same tenancy, authenticator and shutdown.
+    pub console: Console,
 }
 
 impl AppState {
     /// State over `tenancy` (and its store), `auth`, `audit` and `prober`,
-    /// with a fresh shutdown signal.
+    /// with a fresh shutdown signal and the web console over them.
     pub fn new(
         tenancy: Tenancy,
         auth: Arc<Authenticator>,
@@ -74,7 +84,11 @@ impl AppState {
         prober: Arc<Prober>,
         options: ServiceOptions,
     ) -> AppState {
-        AppState { tenancy, auth, audit, prober, options, shutdown: CancellationToken::new() }
+        let shutdown = CancellationToken::new();
+        let console_options =
+            ConsoleOptions { secure_cookies: options.secure_cookies, heartbeat: options.watch_heartbeat };
+        let console = Console::new(tenancy.clone(), auth.clone(), console_options, shutdown.clone());
+        AppState { tenancy, auth, audit, prober, options, shutdown, console }
     }
 
     /// The tenancy's store, for reads and watches.

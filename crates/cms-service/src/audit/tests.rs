@@ -67,6 +67,14 @@ fn targets_come_from_the_route() {
     check_target("/api/v1/tenants", "/api/v1/tenants", None, Some(("Tenant", None, None)));
     check_target("/api/v1/auth/login", "/api/v1/auth/login", None, None);
     check_target("/healthz", "/healthz", None, None);
+    check_target(
+        "/tenants/{name}/node-groups/{group}/scale",
+        "/tenants/acme/node-groups/cp/scale",
+        None,
+        Some(("NodeGroup", Some("acme"), Some("cp"))),
+    );
+    check_target("/tenants/new", "/tenants/new", Some("acme"), Some(("Tenant", Some("acme"), Some("acme"))));
+    check_target("/logout", "/logout", None, None);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::{harness, harness_with, json};
 async fn routing_errors() {
     let h = harness().await;
     h.get("/api/v1/nothing-here").await.error(404, "NotFound");
-    h.get("/").await.error(404, "NotFound");
+    h.get("/nothing-here").await.error(404, "NotFound");
     h.send(TestRequest::default().method(Method::PATCH).uri("/api/v1/tenants"))
         .await
         .error(405, "MethodNotAllowed");

@@ -2,6 +2,7 @@
 
 mod accounts;
 mod audit;
+mod console;
 mod downloads;
 mod errors;
 mod health;

@@ -1,0 +1,72 @@
+//! The frame of every page: the document head with the hashed script and
+//! stylesheet, a skip link, the header with the navigation, who is signed
+//! in with their role and the sign-out button, a live region for the
+//! script's notices, and `main`.
+
+use http::StatusCode;
+use maud::{DOCTYPE, Markup, html};
+
+use crate::session::Session;
+use crate::{Response, assets, csrf, reply};
+
+/// A page as an answer with `status`. When someone is signed in, the
+/// answer's extensions name them, for the audit record of a form they
+/// posted.
+pub(crate) fn respond(
+    status: StatusCode,
+    title: &str,
+    session: Option<&Session>,
+    content: Markup,
+) -> Response {
+    let response = reply::html(status, page(title, session, content));
+    match session {
+        Some(session) => session.mark(response),
+        None => response,
+    }
+}
+
+/// A whole page titled `title`, with `content` in `main`. Without a session
+/// the header holds the name of the service only.
+pub(crate) fn page(title: &str, session: Option<&Session>, content: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · cms" }
+                link rel="stylesheet" href=(assets::style_path());
+                script src=(assets::script_path()) defer {}
+            }
+            body {
+                a .skip-link href="#main" { "Skip to the content" }
+                header .site {
+                    a .brand href="/" { "cms" }
+                    @if let Some(session) = session {
+                        nav aria-label="Main" {
+                            ul {
+                                li { a href="/" { "Tenants" } }
+                            }
+                        }
+                        div .signed-in {
+                            span #user { (session.caller.user) }
+                            " "
+                            span #role .role { (session.caller.role.as_str()) }
+                            form #sign-out method="post" action="/logout" {
+                                (csrf_field(session))
+                                button type="submit" { "Sign out" }
+                            }
+                        }
+                    }
+                }
+                p #live-status role="status" aria-live="polite" hidden {}
+                main #main tabindex="-1" { (content) }
+            }
+        }
+    }
+}
+
+/// The hidden form-token field of a form that changes something.
+pub(crate) fn csrf_field(session: &Session) -> Markup {
+    html! { input type="hidden" name=(csrf::FIELD) value=(session.csrf()); }
+}

@@ -1,0 +1,174 @@
+//! The web console of `cms`: pages rendered on the server with `maud`, one
+//! small hand-written script for live updates over server-sent events, and
+//! one stylesheet, both embedded in the binary (`docs/console.md`).
+//!
+//! The console knows HTTP through the `http` crate's types only: a request
+//! comes in as an [`http::Request`] with its whole body, and
+//! [`Console::handle`] answers an [`http::Response`] whose [`Body`] is whole
+//! or a stream. `cms-service`, the one crate that knows actix-web, mounts it
+//! at the paths of [`PATHS`]. Every action goes through the same permission
+//! table (`cms_auth::Permission`) and the same `cms_tenancy::Tenancy` and
+//! store calls as the API's handlers.
+//!
+//! Where things are: `routes.rs`, the paths and the dispatch; `session.rs`,
+//! the session cookie and who is signed in; `csrf.rs`, the form token
+//! derived from the session; `security.rs`, the headers every answer
+//! carries; `reply.rs`, responses; `failure.rs`, failures as statuses and
+//! messages; `form.rs`, form and query parsing; `assets.rs`, the embedded
+//! script and stylesheet under content-hashed names; `layout.rs`, the page
+//! frame. The pages: `login.rs`, `tenants.rs` (with `filters.rs` and
+//! `summary.rs`, shared with the event stream), `tenant.rs` (with
+//! `actions.rs`: scale and delete), `create.rs`, `downloads.rs`, and
+//! `events.rs`, the live updates.
+
+mod actions;
+mod assets;
+mod create;
+mod csrf;
+mod downloads;
+mod events;
+mod failure;
+mod filters;
+mod form;
+mod layout;
+mod login;
+mod reply;
+mod routes;
+mod security;
+mod session;
+mod summary;
+mod tenant;
+mod tenants;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use cms_auth::Authenticator;
+use cms_tenancy::Tenancy;
+use futures_util::Stream;
+use tokio_util::sync::CancellationToken;
+
+/// The HTTP types the console speaks, for the server that mounts it.
+pub use http;
+pub use routes::PATHS;
+pub use session::COOKIE;
+
+/// A request to the console, with its whole body.
+pub type Request = http::Request<Bytes>;
+
+/// The console's answer.
+pub type Response = http::Response<Body>;
+
+/// The body of an answer: whole, or a stream of chunks (the live updates).
+pub enum Body {
+    /// The whole body.
+    Full(Bytes),
+    /// Chunks sent as they come, until the stream ends.
+    Stream(Pin<Box<dyn Stream<Item = Bytes> + Send>>),
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Body::Full(bytes) => f.debug_tuple("Full").field(&bytes.len()).finish(),
+            Body::Stream(_) => f.write_str("Stream"),
+        }
+    }
+}
+
+/// What an answer's extensions say for the audit record, beside the
+/// `cms_auth::Caller` that acted, when one did: the user name a sign-in
+/// attempted (never the password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginAttempt(pub String);
+
+/// In an answer's extensions: the name of the tenant a create made or tried
+/// to make, which the path does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedName(pub String);
+
+/// How the console is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleOptions {
+    /// Marks the session cookie `Secure`, so that browsers send it over
+    /// HTTPS only. The server speaks plain HTTP; set this when a proxy in
+    /// front of it terminates TLS.
+    pub secure_cookies: bool,
+    /// How often the live-update stream sends a comment, and checks that
+    /// its session is still valid.
+    pub heartbeat: Duration,
+}
+
+impl Default for ConsoleOptions {
+    fn default() -> ConsoleOptions {
+        ConsoleOptions { secure_cookies: false, heartbeat: Duration::from_secs(15) }
+    }
+}
+
+/// The console: what its pages read and write through, and its options.
+/// Cloning is cheap.
+#[derive(Clone)]
+pub struct Console {
+    tenancy: Tenancy,
+    auth: Arc<Authenticator>,
+    options: ConsoleOptions,
+    /// Cancelled when the server shuts down; open event streams then end.
+    shutdown: CancellationToken,
+}
+
+impl fmt::Debug for Console {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Console").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+impl Console {
+    /// A console over `tenancy` (and its store) and `auth`, whose event
+    /// streams end when `shutdown` is cancelled.
+    pub fn new(
+        tenancy: Tenancy,
+        auth: Arc<Authenticator>,
+        options: ConsoleOptions,
+        shutdown: CancellationToken,
+    ) -> Console {
+        Console { tenancy, auth, options, shutdown }
+    }
+
+    /// Answers one request. Every answer carries the console's security
+    /// headers (`security.rs`).
+    pub async fn handle(&self, request: Request) -> Response {
+        let mut response = routes::dispatch(self, &request).await;
+        security::protect(response.headers_mut());
+        response
+    }
+
+    /// The answer to a request whose body is over `limit` bytes, which the
+    /// mounting server refuses before reading it whole.
+    pub fn payload_too_large(&self, limit: usize) -> Response {
+        let message = format!("The form is larger than the limit of {limit} bytes.");
+        refusal(http::StatusCode::PAYLOAD_TOO_LARGE, message)
+    }
+
+    /// The answer to a request that the mounting server could not read or
+    /// translate, such as one whose body broke off.
+    pub fn bad_request(&self) -> Response {
+        refusal(http::StatusCode::BAD_REQUEST, "The request could not be read.".to_string())
+    }
+
+    fn store(&self) -> &Arc<dyn cms_store::Store> {
+        self.tenancy.store()
+    }
+}
+
+/// A failure page with the security headers, for requests no page took.
+fn refusal(status: http::StatusCode, message: String) -> Response {
+    let mut response = failure::Failure::new(status, message).page(None);
+    security::protect(response.headers_mut());
+    response
+}

@@ -1,0 +1,320 @@
+//! `GET /tenants/{name}`: one tenant: its status, a summary of its spec,
+//! its conditions, its node groups (each with a scale form), its machines,
+//! the client-config downloads and the delete form. The forms show only to
+//! roles that may use them; the actions (`actions.rs`) check again.
+
+use chrono::{DateTime, Utc};
+use cms_auth::Permission;
+use cms_model::{Condition, Kind, Machine, NodeGroup, NodeGroupSpec, Tenant};
+use cms_store::Object;
+use http::StatusCode;
+use maud::{Markup, html};
+use serde::de::DeserializeOwned;
+
+use crate::failure::Failure;
+use crate::reply::Outcome;
+use crate::session::{self, Session};
+use crate::summary::{phase_name, yes_no};
+use crate::{Console, Request, layout};
+
+/// A form of the page that was posted and refused, to show by its field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Problem {
+    None,
+    /// The scale form of `group`.
+    Scale {
+        group: String,
+        message: String,
+    },
+    /// The delete form.
+    Delete {
+        message: String,
+    },
+}
+
+/// The tenant page.
+pub(crate) async fn page(console: &Console, request: &Request, name: &str) -> Outcome {
+    let session = session::require(console, request).await?;
+    session.require(Permission::Read)?;
+    render(console, &session, name, StatusCode::OK, &Problem::None)
+}
+
+/// The page of tenant `name` with `status`, showing `problem` at its form.
+pub(crate) fn render(
+    console: &Console,
+    session: &Session,
+    name: &str,
+    status: StatusCode,
+    problem: &Problem,
+) -> Outcome {
+    let store = console.store();
+    // Read first: an update between this and the reads below is sent again.
+    let revision = store.revision();
+    let tenant = console.tenancy.tenant(name).map_err(|err| Failure::from(err).page(Some(session)))?;
+    let groups: Vec<NodeGroup> = parsed(store.all(Kind::NodeGroup, Some(name.to_string())));
+    let machines: Vec<Machine> = parsed(store.all(Kind::Machine, Some(name.to_string())));
+    let default_talos = &console.tenancy.secrets().options().default_talos_version;
+    let view =
+        View { session, tenant: &tenant, groups: &groups, machines: &machines, default_talos, problem };
+    let content = html! {
+        section #tenant data-tenant=(name) data-revision=(revision) {
+            (view.heading())
+            (view.spec())
+            (view.conditions())
+            (view.node_groups())
+            (view.machines())
+            (view.downloads())
+            (view.delete_form())
+        }
+    };
+    Ok(layout::respond(status, name, Some(session), content))
+}
+
+/// The stored objects that parse; one that does not is logged and left out.
+fn parsed<T: DeserializeOwned>(objects: Vec<std::sync::Arc<Object>>) -> Vec<T> {
+    objects
+        .iter()
+        .filter_map(|object| match object.parse() {
+            Ok(value) => Some(value),
+            Err(err) => {
+                tracing::error!(key = %object.key, error = %err, "stored object is unreadable");
+                None
+            }
+        })
+        .collect()
+}
+
+struct View<'a> {
+    session: &'a Session,
+    tenant: &'a Tenant,
+    groups: &'a [NodeGroup],
+    machines: &'a [Machine],
+    default_talos: &'a str,
+    problem: &'a Problem,
+}
+
+impl View<'_> {
+    fn name(&self) -> &str {
+        &self.tenant.metadata.name
+    }
+
+    fn heading(&self) -> Markup {
+        let status = &self.tenant.status;
+        let phase = phase_name(status.phase);
+        html! {
+            h1 { "Tenant " (self.name()) }
+            @if let Some(since) = self.tenant.metadata.deletion_timestamp {
+                p #deleting .notice { "Deletion began " (timestamp(since)) "." }
+            }
+            dl #status .facts {
+                dt { "Phase" }
+                dd #phase .phase data-phase=(phase) { (phase) }
+                dt { "Ready" }
+                dd #ready .ready { (yes_no(status.ready)) }
+                dt { "Message" }
+                dd #message { (status.message.as_deref().unwrap_or("none")) }
+            }
+        }
+    }
+
+    fn spec(&self) -> Markup {
+        let spec = &self.tenant.spec;
+        let talos =
+            spec.talos_version.clone().unwrap_or_else(|| format!("{} (the default)", self.default_talos));
+        html! {
+            h2 { "Spec" }
+            dl #spec .facts {
+                dt { "Kubernetes version" }
+                dd .kubernetes { (spec.kubernetes_version) }
+                dt { "Talos version" }
+                dd .talos { (talos) }
+                dt { "Control-plane endpoint" }
+                dd .endpoint { (spec.control_plane_endpoint.as_deref().unwrap_or("none yet")) }
+                dt { "Pod networks" }
+                dd .pod-network { (list(&spec.pod_network)) }
+                dt { "Service networks" }
+                dd .service-network { (list(&spec.service_network)) }
+                dt { "Config patches" }
+                dd .config-patches {
+                    (list(&spec.config_patches.iter().map(|r| r.name.clone()).collect::<Vec<_>>()))
+                }
+            }
+        }
+    }
+
+    fn conditions(&self) -> Markup {
+        html! {
+            h2 #conditions-heading { "Conditions" }
+            table #conditions aria-labelledby="conditions-heading" {
+                thead {
+                    tr {
+                        th scope="col" { "Type" }
+                        th scope="col" { "Status" }
+                        th scope="col" { "Reason" }
+                        th scope="col" { "Message" }
+                        th scope="col" { "Last transition" }
+                    }
+                }
+                tbody {
+                    @for condition in &self.tenant.status.conditions { (condition_row(condition)) }
+                }
+            }
+        }
+    }
+
+    fn node_groups(&self) -> Markup {
+        let may_scale = self.session.may(Permission::Write);
+        html! {
+            h2 #node-groups-heading { "Node groups" }
+            @if self.groups.is_empty() {
+                p #no-node-groups { "The tenant has no node groups." }
+            } @else {
+                table #node-groups aria-labelledby="node-groups-heading" {
+                    thead {
+                        tr {
+                            th scope="col" { "Name" }
+                            th scope="col" { "Role" }
+                            th scope="col" { "Provider class" }
+                            th scope="col" { "Machines" }
+                            th scope="col" { "Ready" }
+                            @if may_scale { th scope="col" { "Scale" } }
+                        }
+                    }
+                    tbody {
+                        @for group in self.groups {
+                            tr data-node-group=(group.metadata.name) {
+                                th scope="row" .name { (group.metadata.name) }
+                                td .role { (group.spec.role.as_str()) }
+                                td .provider-class { (group.spec.provider_class) }
+                                td .count { (group.spec.count) }
+                                td .ready { (group.status.ready_replicas) "/" (group.status.replicas) }
+                                @if may_scale { td { (self.scale_form(group)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn scale_form(&self, group: &NodeGroup) -> Markup {
+        let group_name = &group.metadata.name;
+        let id = format!("count-{group_name}");
+        let error = match self.problem {
+            Problem::Scale { group, message } if group == group_name => Some(message.as_str()),
+            _ => None,
+        };
+        html! {
+            form .scale method="post" action={ "/tenants/" (self.name()) "/node-groups/" (group_name) "/scale" } {
+                (layout::csrf_field(self.session))
+                div .field data-field="spec.count" {
+                    label for=(id) { "Machines in " (group_name) }
+                    input #(id) name="count" type="number" min="1" step="1" required value=(group.spec.count)
+                        aria-invalid=[error.map(|_| "true")]
+                        aria-describedby=[error.map(|_| format!("{id}-error"))];
+                    @if let Some(message) = error {
+                        p .field-error id={ (id) "-error" } { (message) }
+                    }
+                }
+                button type="submit" { "Scale" }
+            }
+        }
+    }
+
+    fn machines(&self) -> Markup {
+        let groups: Vec<NodeGroupSpec> = self.groups.iter().map(|group| group.spec.clone()).collect();
+        html! {
+            h2 #machines-heading { "Machines" }
+            @if self.machines.is_empty() {
+                p #no-machines { "The tenant has no machines yet." }
+            } @else {
+                table #machines aria-labelledby="machines-heading" {
+                    thead {
+                        tr {
+                            th scope="col" { "ID" }
+                            th scope="col" { "Group" }
+                            th scope="col" { "Role" }
+                            th scope="col" { "Stage" }
+                            th scope="col" { "Ready" }
+                            th scope="col" { "Address" }
+                            th scope="col" { "Talos version" }
+                        }
+                    }
+                    tbody {
+                        @for machine in self.machines {
+                            tr data-machine=(machine.metadata.name) {
+                                th scope="row" .id { (machine.metadata.name) }
+                                td .group { (machine.spec.node_group.as_deref().unwrap_or("")) }
+                                td .role { (machine.role(&groups).map(|role| role.as_str()).unwrap_or("")) }
+                                td .stage { (machine.status.stage) }
+                                td .ready { (yes_no(machine.status.ready)) }
+                                td .address { (machine.spec.management_address.as_deref().unwrap_or("")) }
+                                td .talos { (machine.status.talos_version.as_deref().unwrap_or("")) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn downloads(&self) -> Markup {
+        html! {
+            @if self.session.may(Permission::ReadClientConfig) {
+                h2 { "Client configuration" }
+                ul #downloads {
+                    li { a #download-kubeconfig href={ "/tenants/" (self.name()) "/kubeconfig" } download { "Download kubeconfig" } }
+                    li { a #download-talosconfig href={ "/tenants/" (self.name()) "/talosconfig" } download { "Download talosconfig" } }
+                }
+            }
+        }
+    }
+
+    fn delete_form(&self) -> Markup {
+        if !self.session.may(Permission::DeleteTenant) || self.tenant.metadata.deletion_timestamp.is_some() {
+            return html! {};
+        }
+        let error = match self.problem {
+            Problem::Delete { message } => Some(message.as_str()),
+            _ => None,
+        };
+        html! {
+            h2 { "Delete" }
+            form #delete-tenant .stacked method="post" action={ "/tenants/" (self.name()) "/delete" } data-name=(self.name()) {
+                (layout::csrf_field(self.session))
+                div .field data-field="confirm" {
+                    label for="confirm" { "Type the tenant's name, " code { (self.name()) } ", to delete it and everything in it" }
+                    input #confirm name="confirm" type="text" autocomplete="off" required
+                        aria-invalid=[error.map(|_| "true")]
+                        aria-describedby=[error.map(|_| "confirm-error")];
+                    @if let Some(message) = error {
+                        p .field-error #confirm-error { (message) }
+                    }
+                }
+                button .danger type="submit" { "Delete tenant" }
+            }
+        }
+    }
+}
+
+fn condition_row(condition: &Condition) -> Markup {
+    html! {
+        tr data-condition=(condition.kind) {
+            th scope="row" .type { (condition.kind) }
+            td .status { (condition.status) }
+            td .reason { (condition.reason) }
+            td .message { (condition.message) }
+            td .last-transition { (timestamp(condition.last_transition_time)) }
+        }
+    }
+}
+
+/// Items separated by commas, or "none".
+fn list(items: &[String]) -> String {
+    if items.is_empty() { "none".to_string() } else { items.join(", ") }
+}
+
+/// A time for people, with the machine-readable form beside it.
+fn timestamp(time: DateTime<Utc>) -> Markup {
+    html! { time datetime=(time.to_rfc3339()) { (time.format("%Y-%m-%d %H:%M:%S UTC")) } }
+}
