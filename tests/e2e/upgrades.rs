@@ -9,7 +9,7 @@ use cms_e2e::nodes::StoreWriter;
 use cms_e2e::{Api, Server};
 use serde_json::{Value, json};
 
-use crate::provisioning::cluster::hosts;
+use crate::provisioning::cluster::fake_hosts;
 use crate::provisioning::{CONVERGE, Engine, converged, eventually, metal_tenant};
 
 /// How long an upgraded fake node stays down.
@@ -39,7 +39,7 @@ async fn cluster(engine: &Engine, name: &str, fail_upgrade: &[(&str, &str)]) -> 
     body["spec"]["nodeGroups"][1]["maxParallelism"] = json!(2);
     api.post("/api/v1/tenants", &body).await.expect(201);
     let bundle = StoreWriter::open(server.data_dir()).await.bundle(name).await;
-    let cluster = FakeCluster::start(&bundle, &hosts(3, 3), |host, options| {
+    let cluster = FakeCluster::start(&bundle, &fake_hosts(3, 3), |host, options| {
         let options = options.upgrade_delay(REBOOT);
         match fail_upgrade.iter().find(|(machine, _)| *machine == host.machine) {
             Some((_, message)) => options.upgrade_failure(*message),

@@ -7,7 +7,7 @@ use cms_e2e::{Api, Server, ServerOptions};
 use cms_fake_node::Method;
 use cms_pgtest::PgServer;
 
-use super::cluster::hosts;
+use super::cluster::fake_hosts;
 use super::{CONVERGE, Engine, converged, eventually, metal_tenant};
 
 /// The sealing key the replicas share: standard base64 of 32 bytes.
@@ -16,7 +16,7 @@ const SECRETS_KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
 /// A fake cluster of 3 control planes and 1 worker whose first control
 /// plane holds `Bootstrap` calls before they arrive.
 async fn holding_cluster(bundle: &cms_talos::SecretsBundle) -> FakeCluster {
-    let cluster = FakeCluster::start(bundle, &hosts(3, 1), |_, options| options).await;
+    let cluster = FakeCluster::start(bundle, &fake_hosts(3, 1), |_, options| options).await;
     cluster.node("cp-0").node.hold(Some(Method::Bootstrap));
     cluster
 }

@@ -3,9 +3,9 @@
 //! real `kubectl` with the downloaded kubeconfig), safe scale-down and the
 //! hosts' reset when the tenant goes.
 
-use cms_e2e::Api;
 use cms_e2e::cluster::{FakeCluster, Host, hostname};
 use cms_e2e::nodes::StoreWriter;
+use cms_e2e::{Api, Server};
 use cms_fake_node::PodKind;
 use cms_talos::SecretsBundle;
 use serde_json::{Value, json};
@@ -13,15 +13,15 @@ use serde_json::{Value, json};
 use super::{CONVERGE, Engine, converged, eventually, host_address, machine_ids, metal_tenant};
 
 /// The hosts of [`metal_tenant`]'s first `cp` control planes and `workers` workers.
-pub(crate) fn hosts(cp: u32, workers: u32) -> Vec<Host> {
+pub(crate) fn fake_hosts(cp: u32, workers: u32) -> Vec<Host> {
     let cps = (0..cp).map(|i| Host::new(&format!("cp-{i}"), &host_address(1, i + 1), true));
     let ws = (0..workers).map(|i| Host::new(&format!("workers-{i}"), &host_address(2, i + 1), false));
     cps.chain(ws).collect()
 }
 
-/// A fake cluster on the hosts of tenant `name`, with its own CAs.
+/// A fake cluster on the hosts of [`metal_tenant`], with the tenant's CAs from `bundle`.
 pub(crate) async fn fake_cluster(bundle: &SecretsBundle, cp: u32, workers: u32) -> FakeCluster {
-    FakeCluster::start(bundle, &hosts(cp, workers), |_, options| options).await
+    FakeCluster::start(bundle, &fake_hosts(cp, workers), |_, options| options).await
 }
 
 fn condition(tenant: &Value, kind: &str) -> Value {
@@ -48,14 +48,21 @@ fn kubectl(args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A server, its metal tenant `acme` of 3 control planes and 2 workers, and
+/// the fake cluster on its hosts.
+async fn acme_of_three_and_two(engine: &Engine) -> (Server, FakeCluster) {
+    let server = engine.options().start().await;
+    server.api().post("/api/v1/tenants", &metal_tenant("acme", 3, 2)).await.expect(201);
+    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
+    let cluster = fake_cluster(&bundle, 3, 2).await;
+    (server, cluster)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_control_planes_and_two_workers_become_a_ready_cluster() {
     let engine = Engine::new();
-    let server = engine.options().start().await;
+    let (server, cluster) = acme_of_three_and_two(&engine).await;
     let api = server.api();
-    api.post("/api/v1/tenants", &metal_tenant("acme", 3, 2)).await.expect(201);
-    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
-    let cluster = fake_cluster(&bundle, 3, 2).await;
     cluster.kube.set_api_ready(false);
 
     // Bootstrapped, etcd healthy with three members; the API not ready yet,
@@ -98,7 +105,7 @@ async fn three_control_planes_and_two_workers_become_a_ready_cluster() {
     let file = dir.path().join("acme-kubeconfig.yaml");
     std::fs::write(&file, kubeconfig).unwrap();
     let listed = kubectl(&["--kubeconfig", file.to_str().unwrap(), "get", "nodes"]);
-    for host in hosts(3, 2) {
+    for host in fake_hosts(3, 2) {
         let line = listed.lines().find(|line| line.starts_with(&host.hostname()));
         assert!(line.is_some_and(|line| line.contains(" Ready")), "{listed}");
     }
@@ -123,11 +130,8 @@ async fn three_control_planes_and_two_workers_become_a_ready_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_down_leaves_etcd_drains_and_resets_and_deletion_resets_every_host() {
     let engine = Engine::new();
-    let server = engine.options().start().await;
+    let (server, cluster) = acme_of_three_and_two(&engine).await;
     let api = server.api();
-    api.post("/api/v1/tenants", &metal_tenant("acme", 3, 2)).await.expect(201);
-    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
-    let cluster = fake_cluster(&bundle, 3, 2).await;
     converged(&api, "acme").await;
 
     // Workers 2 → 1: the newest is drained through the eviction API (a

@@ -184,9 +184,8 @@ impl KubeClient for Kube {
         let deleted = self.deleted.lock().unwrap();
         let calls = self.calls.lock().unwrap();
         Ok(connected(store.as_ref(), tenant)
-            .iter()
-            .map(|machine| format!("node-{}", machine.metadata.name))
-            .zip(connected(store.as_ref(), tenant))
+            .into_iter()
+            .map(|machine| (format!("node-{}", machine.metadata.name), machine))
             .filter(|(name, _)| !deleted.contains(name))
             .map(|(name, machine)| KubeNode {
                 ready: !not_ready.contains(&name),

@@ -10,41 +10,23 @@
 //! browser profile; dropping it kills the group (chromedriver and every
 //! Chromium process) and removes the directory.
 
-use std::fmt;
 use std::future::Future;
-use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::path::Path;
 use std::time::Duration;
 
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use tempfile::TempDir;
-use tokio::sync::mpsc;
 
 /// How long the `wait_*` helpers poll before they fail the test: generous,
 /// for a loaded machine, since a wait returns as soon as its condition holds.
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The size of the browser's viewport, fixed so that screenshots are comparable.
 pub const WINDOW_SIZE: (u32, u32) = (1280, 900);
-/// The axe-core release vendored under `tests/assets/axe-core`.
-pub const AXE_VERSION: &str = "4.14.1";
 
-/// The SHA-256 of `tests/assets/axe-core/axe.min.js`, as its README records.
-const AXE_SHA256: &str = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c";
 /// The distribution's Chromium, the only browser the tests run.
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// The WebDriver server, found on `PATH`.
-const CHROMEDRIVER: &str = "chromedriver";
-/// How long chromedriver may take to print the port it listens on.
-const DRIVER_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long creating the WebDriver session (starting Chromium) may take.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one page load or one script may take inside the browser.
@@ -406,198 +388,8 @@ pub struct Fetched {
     pub content_type: Option<String>,
 }
 
-/// One accessibility rule that a page breaks, as axe-core reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// The rule, such as `color-contrast`.
-    pub id: String,
-    /// `serious` or `critical`.
-    pub impact: String,
-    /// What the rule asks for.
-    pub help: String,
-    /// CSS selectors of the offending elements.
-    pub targets: Vec<String>,
-}
+mod axe;
+mod driver;
 
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}, at {}", self.id, self.impact, self.help, self.targets.join(", "))
-    }
-}
-
-/// Runs the vendored axe-core on the current page of `client` (injecting it
-/// when the page does not have it yet) and returns its violations of impact
-/// `serious` or `critical`. The script is checked against its recorded
-/// SHA-256 first.
-pub async fn axe(client: &Client) -> Vec<Violation> {
-    const RUN: &str = "const done = arguments[arguments.length - 1];
-        window.axe.run(document, {resultTypes: ['violations']})
-          .then((results) => done({violations: results.violations
-            .filter((rule) => rule.impact === 'serious' || rule.impact === 'critical')
-            .map((rule) => ({id: rule.id, impact: rule.impact, help: rule.help,
-              targets: rule.nodes.map((node) => node.target.flat(Infinity).join(' '))}))}))
-          .catch((error) => done({error: String(error)}));";
-    let present = client.execute("return window.axe ? window.axe.version : null", Vec::new()).await;
-    if present.ok().as_ref().and_then(Value::as_str) != Some(AXE_VERSION) {
-        let script = format!("{}\nreturn window.axe ? window.axe.version : null;", axe_source());
-        let version = client
-            .execute(&script, Vec::new())
-            .await
-            .unwrap_or_else(|err| panic!("axe-core could not be injected: {err}"));
-        assert_eq!(version.as_str(), Some(AXE_VERSION), "axe-core did not load into the page");
-    }
-    let reply = tokio::time::timeout(COMMAND_TIMEOUT, client.execute_async(RUN, Vec::new()))
-        .await
-        .unwrap_or_else(|_| panic!("axe-core did not finish within {COMMAND_TIMEOUT:?}"))
-        .unwrap_or_else(|err| panic!("axe-core could not run: {err}"));
-    if let Some(error) = reply.get("error") {
-        panic!("axe-core failed in the page: {error}");
-    }
-    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
-    reply["violations"]
-        .as_array()
-        .expect("axe-core reports a list of violations")
-        .iter()
-        .map(|rule| Violation {
-            id: text(&rule["id"]),
-            impact: text(&rule["impact"]),
-            help: text(&rule["help"]),
-            targets: rule["targets"].as_array().into_iter().flatten().map(text).collect(),
-        })
-        .collect()
-}
-
-/// The vendored `axe.min.js`, read once and checked against [`AXE_SHA256`].
-fn axe_source() -> &'static str {
-    static SOURCE: OnceLock<String> = OnceLock::new();
-    SOURCE.get_or_init(|| {
-        let path = axe_path();
-        let bytes =
-            std::fs::read(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-        let digest = format!("{:x}", Sha256::digest(&bytes));
-        assert_eq!(
-            digest,
-            AXE_SHA256,
-            "{} is not the vendored axe-core {AXE_VERSION}: its SHA-256 differs from the one recorded \
-             in tests/assets/axe-core/README.md; restore the file or vendor a release anew",
-            path.display()
-        );
-        String::from_utf8(bytes).expect("axe.min.js is UTF-8")
-    })
-}
-
-/// Where the vendored axe-core lives in this checkout.
-fn axe_path() -> PathBuf {
-    crate::repository().join("tests/assets/axe-core/axe.min.js")
-}
-
-/// A chromedriver process, in a process group of its own so that killing the
-/// group also kills the Chromium it started; its scratch directory holds the
-/// browser profile and temporary files, and goes with it.
-#[derive(Debug)]
-struct Driver {
-    child: Child,
-    port: u16,
-    log: Arc<Mutex<Vec<String>>>,
-    scratch: TempDir,
-}
-
-impl Driver {
-    async fn start() -> Driver {
-        let scratch =
-            tempfile::Builder::new().prefix("cms-e2e-browser-").tempdir().expect("a temporary directory");
-        let mut child = spawn_chromedriver(scratch.path());
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (lines_tx, mut lines) = mpsc::unbounded_channel();
-        pump(child.stdout.take().expect("stdout is piped"), log.clone(), Some(lines_tx));
-        pump(child.stderr.take().expect("stderr is piped"), log.clone(), None);
-        let mut driver = Driver { child, port: 0, log, scratch };
-        let deadline = tokio::time::Instant::now() + DRIVER_START_TIMEOUT;
-        driver.port = loop {
-            match tokio::time::timeout_at(deadline, lines.recv()).await {
-                Ok(Some(line)) => {
-                    if let Some(port) = parse_started(&line) {
-                        break port;
-                    }
-                }
-                Ok(None) => {
-                    let status = driver.child.wait();
-                    panic!("chromedriver exited ({status:?}) before it listened\n{}", driver.output());
-                }
-                Err(_) => panic!(
-                    "chromedriver did not say it listened within {DRIVER_START_TIMEOUT:?}\n{}",
-                    driver.output()
-                ),
-            }
-        };
-        driver
-    }
-
-    /// Everything chromedriver printed so far.
-    fn output(&self) -> String {
-        let lines = self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        format!("--- chromedriver output ---\n{}\n--- end of chromedriver output ---", lines.join("\n"))
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts chromedriver on a free port that the system picks (it prints the
-/// port; it accepts local connections only), in a new process group, with `scratch` as `TMPDIR`
-/// so that whatever Chromium leaves behind is removed with it.
-#[allow(clippy::disallowed_methods)] // The console's tests drive a real browser through chromedriver, its own process.
-fn spawn_chromedriver(scratch: &Path) -> Child {
-    Command::new(CHROMEDRIVER)
-        .arg("--port=0")
-        .env("TMPDIR", scratch)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|err| match err.kind() {
-            std::io::ErrorKind::NotFound => panic!("{CHROMEDRIVER} is not on PATH: {INSTALL_HINT}"),
-            _ => panic!("cannot start {CHROMEDRIVER}: {err}"),
-        })
-}
-
-/// Copies a pipe of chromedriver, line by line, into the log and the channel.
-fn pump(
-    stream: impl Read + Send + 'static,
-    log: Arc<Mutex<Vec<String>>>,
-    lines: Option<mpsc::UnboundedSender<String>>,
-) {
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
-            log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(line.clone());
-            if let Some(lines) = &lines {
-                let _ = lines.send(line);
-            }
-        }
-    });
-}
-
-/// The port in chromedriver's `ChromeDriver was started successfully on port N.`
-fn parse_started(line: &str) -> Option<u16> {
-    let (_, rest) = line.split_once("started successfully on port ")?;
-    rest.trim_end().trim_end_matches('.').parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_started;
-
-    #[test]
-    fn the_port_is_read_from_chromedrivers_banner() {
-        assert_eq!(parse_started("ChromeDriver was started successfully on port 45011."), Some(45011));
-        assert_eq!(parse_started("Starting ChromeDriver 156.0 on port 0"), None);
-        assert_eq!(parse_started("Only local connections are allowed."), None);
-    }
-}
+pub use axe::{AXE_VERSION, Violation, axe};
+use driver::Driver;
