@@ -239,14 +239,14 @@ async fn viewers_sessions_and_form_tokens_are_enforced() {
 }
 
 /// Signs in on the sign-in page the browser shows.
-async fn sign_in(browser: &Browser, user: &str, password: &str) {
+pub(crate) async fn sign_in(browser: &Browser, user: &str, password: &str) {
     browser.fill("#username", user).await;
     browser.fill("#password", password).await;
     browser.submit("#login").await;
 }
 
 /// Where the screenshot of `page` goes.
-fn screenshot(page: &str) -> std::path::PathBuf {
+pub(crate) fn screenshot(page: &str) -> std::path::PathBuf {
     cms_e2e::repository().join("docs/console").join(format!("{page}.png"))
 }
 

@@ -16,6 +16,8 @@ mod cli_watch;
 mod config_patches;
 mod conflicts;
 mod console;
+mod console_accounts;
+mod console_editing;
 mod deletion;
 mod durability;
 mod errors;

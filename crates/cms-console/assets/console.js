@@ -243,6 +243,25 @@
     return row;
   }
 
+  // The phase history: a phase the page has not shown last is appended
+  // with the time the page saw it.
+  function recordPhase(phase) {
+    var list = document.getElementById("phase-history");
+    var last = list && list.lastElementChild;
+    if (!list || !phase || (last && last.getAttribute("data-phase") === phase)) {
+      return;
+    }
+    var now = new Date().toISOString();
+    var item = document.createElement("li");
+    item.setAttribute("data-phase", phase);
+    var time = document.createElement("time");
+    time.setAttribute("datetime", now);
+    time.textContent = formatTime(now);
+    item.appendChild(time);
+    item.appendChild(document.createTextNode(" " + phase));
+    list.appendChild(item);
+  }
+
   function tenantSection(section) {
     var name = section.getAttribute("data-tenant");
     var url = "/events?tenant=" + encodeURIComponent(name) +
@@ -260,6 +279,7 @@
       if (phase) {
         phase.setAttribute("data-phase", tenant.phase);
       }
+      recordPhase(tenant.phase);
       setText(document.getElementById("ready"), yesNo(tenant.ready));
       setText(document.getElementById("message"), tenant.message || "none");
       var table = document.getElementById("conditions");
@@ -287,6 +307,38 @@
     check();
   }
 
+  // A read-only field marked data-copy (a new API token) gets a Copy
+  // button: it writes the value to the clipboard when the browser allows
+  // it, and otherwise selects the text for the operator to copy. What
+  // happened is said in the element whose id is the field's id + "-status".
+  function copyButton(input) {
+    var status = document.getElementById(input.id + "-status");
+    var say = function (text) {
+      if (status) {
+        status.textContent = text;
+      }
+    };
+    var select = function () {
+      input.focus();
+      input.select();
+      say("The token is selected: press Ctrl+C (or Command+C) to copy it.");
+    };
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "copy";
+    button.textContent = "Copy";
+    button.addEventListener("click", function () {
+      if (!navigator.clipboard || !navigator.clipboard.writeText) {
+        select();
+        return;
+      }
+      navigator.clipboard.writeText(input.value).then(function () {
+        say("Copied to the clipboard.");
+      }, select);
+    });
+    input.parentNode.insertBefore(button, input.nextSibling);
+  }
+
   var table = document.getElementById("tenants");
   if (table) {
     tenantsTable(table);
@@ -299,6 +351,7 @@
   if (form) {
     deleteForm(form);
   }
+  document.querySelectorAll("input[data-copy]").forEach(copyButton);
   var invalid = document.querySelector("[aria-invalid=true]");
   if (invalid) {
     invalid.focus();

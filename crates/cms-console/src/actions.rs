@@ -17,36 +17,22 @@ use cms_tenancy::TenancyError;
 use http::StatusCode;
 
 use crate::failure::Failure;
-use crate::form::Form;
-use crate::reply::{self, Outcome, Refused};
-use crate::session::{self, Session};
+use crate::reply::{self, Outcome};
+use crate::session;
 use crate::tenant::{self, Problem};
-use crate::{Console, Request, csrf};
-
-/// The session of a posted form, its fields, and the permission checked.
-async fn posted(
-    console: &Console,
-    request: &Request,
-    permission: Permission,
-) -> Result<(Session, Form), Refused> {
-    let session = session::require(console, request).await?;
-    let form = Form::posted(request)?;
-    csrf::check(&session, &form)?;
-    session.require(permission)?;
-    Ok((session, form))
-}
+use crate::{Console, Request};
 
 /// Scales node group `group` of tenant `name`.
 pub(crate) async fn scale(console: &Console, request: &Request, name: &str, group: &str) -> Outcome {
-    let (session, form) = posted(console, request, Permission::Write).await?;
-    let refused = |status: StatusCode, message: String| {
+    let (session, form) = session::posted(console, request, Permission::Write).await?;
+    let refused = async |status: StatusCode, message: String| {
         let problem = Problem::Scale { group: group.to_string(), message };
-        tenant::render(console, &session, name, status, &problem)
+        tenant::render(console, &session, name, status, &problem).await
     };
     let text = form.get("count").trim();
     let Ok(count) = text.parse::<u32>() else {
         let message = format!("The count must be a whole number from 1, not {text:?}.");
-        return refused(StatusCode::UNPROCESSABLE_ENTITY, message);
+        return refused(StatusCode::UNPROCESSABLE_ENTITY, message).await;
     };
     let key = Key::child(Kind::NodeGroup, name, group);
     let object = console.tenancy.find(&key).map_err(|err| Failure::from(err).page(Some(&session)))?;
@@ -59,9 +45,11 @@ pub(crate) async fn scale(console: &Console, request: &Request, name: &str, grou
             tracing::info!(user = %session.caller.user, tenant = name, group, count, "scaled a node group");
             Ok(session.mark(reply::redirect(&format!("/tenants/{name}"))))
         }
-        Err(TenancyError::Invalid(field)) => refused(StatusCode::UNPROCESSABLE_ENTITY, field.message),
+        Err(TenancyError::Invalid(field)) => refused(StatusCode::UNPROCESSABLE_ENTITY, field.message).await,
         Err(err) => match Failure::from(err) {
-            failure if failure.status == StatusCode::CONFLICT => refused(failure.status, failure.message),
+            failure if failure.status == StatusCode::CONFLICT => {
+                refused(failure.status, failure.message).await
+            }
             failure => Err(failure.page(Some(&session)).into()),
         },
     }
@@ -69,7 +57,7 @@ pub(crate) async fn scale(console: &Console, request: &Request, name: &str, grou
 
 /// Deletes tenant `name` when the form's `confirm` is its name.
 pub(crate) async fn delete(console: &Console, request: &Request, name: &str) -> Outcome {
-    let (session, form) = posted(console, request, Permission::DeleteTenant).await?;
+    let (session, form) = session::posted(console, request, Permission::DeleteTenant).await?;
     if form.get("confirm").trim() != name {
         let message = format!("Type {name} exactly to delete the tenant; nothing was deleted.");
         return tenant::render(
@@ -78,7 +66,8 @@ pub(crate) async fn delete(console: &Console, request: &Request, name: &str) -> 
             name,
             StatusCode::UNPROCESSABLE_ENTITY,
             &Problem::Delete { message },
-        );
+        )
+        .await;
     }
     console.tenancy.delete(Key::tenant(name)).await.map_err(|err| Failure::from(err).page(Some(&session)))?;
     tracing::info!(user = %session.caller.user, tenant = name, "began deleting a tenant");

@@ -189,6 +189,7 @@ fn render(session: &Session, status: StatusCode, values: &Form, error: Option<&F
         |field: &Field| control(field, values.get(field.name), error.filter(|error| names(error, field)));
     let content = html! {
         h1 { "Create a tenant" }
+        p #yaml-mode { "Or " a #create-as-yaml href="/tenants/new/yaml" { "write the tenant as YAML" } ", with every field of the API." }
         @if let Some(error) = error {
             div #form-error .failure role="alert" {
                 p { "The tenant was not created." }

@@ -3,6 +3,7 @@
 //! in with their role and the sign-out button, a live region for the
 //! script's notices, and `main`.
 
+use cms_auth::Permission;
 use http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 
@@ -46,6 +47,13 @@ pub(crate) fn page(title: &str, session: Option<&Session>, content: Markup) -> M
                         nav aria-label="Main" {
                             ul {
                                 li { a href="/" { "Tenants" } }
+                                @if session.may(Permission::ReadAudit) {
+                                    li { a #nav-audit href="/audit" { "Audit log" } }
+                                }
+                                @if session.may(Permission::ManageUsers) {
+                                    li { a #nav-users href="/users" { "Users" } }
+                                }
+                                li { a #nav-tokens href="/tokens" { "API tokens" } }
                             }
                         }
                         div .signed-in {
@@ -64,6 +72,11 @@ pub(crate) fn page(title: &str, session: Option<&Session>, content: Markup) -> M
             }
         }
     }
+}
+
+/// A time for people, with the machine-readable form beside it.
+pub(crate) fn timestamp(time: chrono::DateTime<chrono::Utc>) -> Markup {
+    html! { time datetime=(time.to_rfc3339()) { (time.format("%Y-%m-%d %H:%M:%S UTC")) } }
 }
 
 /// The hidden form-token field of a form that changes something.

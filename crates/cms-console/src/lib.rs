@@ -19,19 +19,30 @@
 //! frame. The pages: `login.rs`, `tenants.rs` (with `filters.rs` and
 //! `summary.rs`, shared with the event stream), `tenant.rs` (with
 //! `actions.rs`: scale and delete), `create.rs`, `downloads.rs`, and
-//! `events.rs`, the live updates.
+//! `events.rs`, the live updates. The account pages: `audit.rs`, the
+//! audit log; `users.rs`; `tokens.rs`, one's own API tokens; with
+//! `field.rs`, their labelled form fields and refusals. Editing:
+//! `patches.rs` (with `patches/`), the tenant page's config patches and
+//! their forms; `editor.rs`, a tenant as YAML, to edit or create; `yaml.rs`,
+//! YAML read and written with `serde-saphyr`.
 
 mod actions;
 mod assets;
+mod audit;
 mod create;
 mod csrf;
 mod downloads;
+mod editor;
 mod events;
 mod failure;
+mod field;
 mod filters;
 mod form;
 mod layout;
 mod login;
+mod patches;
+mod probe;
+mod projected;
 mod reply;
 mod routes;
 mod security;
@@ -39,6 +50,10 @@ mod session;
 mod summary;
 mod tenant;
 mod tenants;
+mod tokens;
+mod upgrade;
+mod users;
+mod yaml;
 
 #[cfg(test)]
 mod tests;
@@ -50,6 +65,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cms_auth::Authenticator;
+use cms_prober::Prober;
+use cms_store::Audit;
 use cms_tenancy::Tenancy;
 use futures_util::Stream;
 use tokio_util::sync::CancellationToken;
@@ -88,8 +105,8 @@ impl fmt::Debug for Body {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoginAttempt(pub String);
 
-/// In an answer's extensions: the name of the tenant a create made or tried
-/// to make, which the path does not hold.
+/// In an answer's extensions: the name of the tenant, user or API token a
+/// create made or tried to make, which the path does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreatedName(pub String);
 
@@ -117,6 +134,10 @@ impl Default for ConsoleOptions {
 pub struct Console {
     tenancy: Tenancy,
     auth: Arc<Authenticator>,
+    /// The audit log, read by the audit page as `GET /api/v1/audit` reads it.
+    audit: Arc<dyn Audit>,
+    /// The health prober, for the tenant page's last probe and "probe now".
+    prober: Arc<Prober>,
     options: ConsoleOptions,
     /// Cancelled when the server shuts down; open event streams then end.
     shutdown: CancellationToken,
@@ -129,15 +150,23 @@ impl fmt::Debug for Console {
 }
 
 impl Console {
-    /// A console over `tenancy` (and its store) and `auth`, whose event
-    /// streams end when `shutdown` is cancelled.
+    /// A console over `tenancy` (and its store), `auth`, `audit` and the
+    /// health `prober`, whose event streams end when `shutdown` is
+    /// cancelled.
     pub fn new(
         tenancy: Tenancy,
         auth: Arc<Authenticator>,
+        audit: Arc<dyn Audit>,
+        prober: Arc<Prober>,
         options: ConsoleOptions,
         shutdown: CancellationToken,
     ) -> Console {
-        Console { tenancy, auth, options, shutdown }
+        Console { tenancy, auth, audit, prober, options, shutdown }
+    }
+
+    /// The same console with another health prober.
+    pub fn with_prober(self, prober: Arc<Prober>) -> Console {
+        Console { prober, ..self }
     }
 
     /// Answers one request. Every answer carries the console's security

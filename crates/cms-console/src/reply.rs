@@ -16,6 +16,18 @@ pub(crate) type Outcome = Result<Response, Refused>;
 /// The answer of a step that refused, boxed, as it travels up with `?`.
 pub(crate) type Refused = Box<Response>;
 
+/// `outcome`, whether it went through or was refused, with the name a
+/// create made or tried to make in its extensions, for the audit record.
+pub(crate) fn noting_created(outcome: Outcome, name: String) -> Outcome {
+    let mut outcome = outcome;
+    let response = match &mut outcome {
+        Ok(response) => response,
+        Err(refused) => refused.as_mut(),
+    };
+    response.extensions_mut().insert(crate::CreatedName(name));
+    outcome
+}
+
 /// A response with `status` and a whole body.
 pub(crate) fn bytes(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response {
     let mut response = Response::new(Body::Full(body.into()));

@@ -8,25 +8,43 @@ use crate::failure::Failure;
 use crate::reply::Outcome;
 use crate::{Console, Request, Response};
 use crate::{actions, assets, create, downloads, events, login, tenant, tenants};
+use crate::{audit, probe, tokens, upgrade, users};
+use crate::{editor, patches};
 
 /// Every path the console serves, as route patterns in the mounting
 /// server's syntax, in the order to register them (`/tenants/new` before
 /// `/tenants/{name}`). None is under `/api/v1`, and none shadows the
 /// server's own root paths (`/healthz`, `/readyz`, `/metrics`, `/version`,
 /// `/openapi.json`, `/docs`).
-pub const PATHS: [&str; 12] = [
+pub const PATHS: [&str; 28] = [
     "/",
     "/login",
     "/logout",
     "/events",
     "/tenants",
     "/tenants/new",
+    "/tenants/new/yaml",
     "/tenants/{name}",
     "/tenants/{name}/kubeconfig",
     "/tenants/{name}/talosconfig",
     "/tenants/{name}/delete",
     "/tenants/{name}/node-groups/{group}/scale",
+    "/tenants/{name}/edit",
+    "/tenants/{name}/configpatches/new",
+    "/tenants/{name}/configpatches/{patch}/edit",
+    "/tenants/{name}/configpatches/{patch}/enable",
+    "/tenants/{name}/configpatches/{patch}/delete",
+    "/tenants/{name}/resume",
+    "/tenants/{name}/probe",
     "/assets/{file}",
+    "/audit",
+    "/users",
+    "/users/new",
+    "/users/{name}/role",
+    "/users/{name}/delete",
+    "/tokens",
+    "/tokens/new",
+    "/tokens/{name}/revoke",
 ];
 
 /// A console path with its parameters.
@@ -42,7 +60,23 @@ pub(crate) enum Route<'a> {
     Talosconfig(&'a str),
     Delete(&'a str),
     Scale(&'a str, &'a str),
+    NewTenantYaml,
+    EditTenant(&'a str),
+    NewPatch(&'a str),
+    EditPatch(&'a str, &'a str),
+    EnablePatch(&'a str, &'a str),
+    DeletePatch(&'a str, &'a str),
+    Resume(&'a str),
+    Probe(&'a str),
     Asset(&'a str),
+    Audit,
+    Users,
+    NewUser,
+    UserRole(&'a str),
+    DeleteUser(&'a str),
+    Tokens,
+    NewToken,
+    RevokeToken(&'a str),
 }
 
 impl<'a> Route<'a> {
@@ -55,14 +89,33 @@ impl<'a> Route<'a> {
             ["logout"] => Route::Logout,
             ["events"] => Route::Events,
             ["tenants", "new"] => Route::NewTenant,
+            ["tenants", "new", "yaml"] => Route::NewTenantYaml,
             ["tenants", name] => Route::Tenant(name),
             ["tenants", name, "kubeconfig"] => Route::Kubeconfig(name),
             ["tenants", name, "talosconfig"] => Route::Talosconfig(name),
             ["tenants", name, "delete"] => Route::Delete(name),
+            ["tenants", name, "edit"] => Route::EditTenant(name),
+            ["tenants", name, "configpatches", "new"] => Route::NewPatch(name),
+            ["tenants", name, "configpatches", patch, action] if !patch.is_empty() => match *action {
+                "edit" => Route::EditPatch(name, patch),
+                "enable" => Route::EnablePatch(name, patch),
+                "delete" => Route::DeletePatch(name, patch),
+                _ => return None,
+            },
             ["tenants", name, "node-groups", group, "scale"] if !group.is_empty() => {
                 Route::Scale(name, group)
             }
+            ["tenants", name, "resume"] => Route::Resume(name),
+            ["tenants", name, "probe"] => Route::Probe(name),
             ["assets", file] => Route::Asset(file),
+            ["audit"] => Route::Audit,
+            ["users"] => Route::Users,
+            ["users", "new"] => Route::NewUser,
+            ["users", name, "role"] => Route::UserRole(name),
+            ["users", name, "delete"] => Route::DeleteUser(name),
+            ["tokens"] => Route::Tokens,
+            ["tokens", "new"] => Route::NewToken,
+            ["tokens", name, "revoke"] => Route::RevokeToken(name),
             _ => return None,
         };
         let named = match route {
@@ -71,7 +124,17 @@ impl<'a> Route<'a> {
             | Route::Talosconfig(name)
             | Route::Delete(name)
             | Route::Scale(name, _)
-            | Route::Asset(name) => !name.is_empty(),
+            | Route::EditTenant(name)
+            | Route::NewPatch(name)
+            | Route::EditPatch(name, _)
+            | Route::EnablePatch(name, _)
+            | Route::DeletePatch(name, _)
+            | Route::Resume(name)
+            | Route::Probe(name)
+            | Route::Asset(name)
+            | Route::UserRole(name)
+            | Route::DeleteUser(name)
+            | Route::RevokeToken(name) => !name.is_empty(),
             _ => true,
         };
         named.then_some(route)
@@ -81,7 +144,14 @@ impl<'a> Route<'a> {
     fn allow(self) -> &'static str {
         match self {
             Route::Login | Route::NewTenant => "GET, POST",
+            Route::NewTenantYaml | Route::EditTenant(_) => "GET, POST",
+            Route::NewPatch(_) | Route::EditPatch(..) | Route::EnablePatch(..) | Route::DeletePatch(..) => {
+                "POST"
+            }
             Route::Logout | Route::Delete(_) | Route::Scale(..) => "POST",
+            Route::Resume(_) | Route::Probe(_) => "POST",
+            Route::NewUser | Route::UserRole(_) | Route::DeleteUser(_) => "POST",
+            Route::NewToken | Route::RevokeToken(_) => "POST",
             _ => "GET",
         }
     }
@@ -106,6 +176,28 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         (Route::Talosconfig(name), &Method::GET) => downloads::talosconfig(console, request, name).await,
         (Route::Delete(name), &Method::POST) => actions::delete(console, request, name).await,
         (Route::Scale(name, group), &Method::POST) => actions::scale(console, request, name, group).await,
+        (Route::NewTenantYaml, &Method::GET) => editor::create_form(console, request).await,
+        (Route::NewTenantYaml, &Method::POST) => editor::create(console, request).await,
+        (Route::EditTenant(name), &Method::GET) => editor::edit_form(console, request, name).await,
+        (Route::EditTenant(name), &Method::POST) => editor::save(console, request, name).await,
+        (Route::NewPatch(name), &Method::POST) => patches::create(console, request, name).await,
+        (Route::EditPatch(name, patch), &Method::POST) => patches::edit(console, request, name, patch).await,
+        (Route::EnablePatch(name, patch), &Method::POST) => {
+            patches::enable(console, request, name, patch).await
+        }
+        (Route::DeletePatch(name, patch), &Method::POST) => {
+            patches::delete(console, request, name, patch).await
+        }
+        (Route::Resume(name), &Method::POST) => upgrade::resume(console, request, name).await,
+        (Route::Probe(name), &Method::POST) => probe::probe(console, request, name).await,
+        (Route::Audit, &Method::GET) => audit::page(console, request).await,
+        (Route::Users, &Method::GET) => users::page(console, request).await,
+        (Route::NewUser, &Method::POST) => users::create(console, request).await,
+        (Route::UserRole(name), &Method::POST) => users::change_role(console, request, name).await,
+        (Route::DeleteUser(name), &Method::POST) => users::delete(console, request, name).await,
+        (Route::Tokens, &Method::GET) => tokens::page(console, request).await,
+        (Route::NewToken, &Method::POST) => tokens::create(console, request).await,
+        (Route::RevokeToken(name), &Method::POST) => tokens::revoke(console, request, name).await,
         (route, method) => Err(method_not_allowed(method, route.allow()).into()),
     };
     outcome.unwrap_or_else(|refused| *refused)
@@ -125,17 +217,34 @@ mod tests {
     #[test]
     fn every_path_parses_with_its_parameters_filled_in() {
         for pattern in PATHS {
-            let path = pattern.replace("{name}", "demo").replace("{group}", "cp").replace("{file}", "x.js");
+            let path = pattern
+                .replace("{name}", "demo")
+                .replace("{group}", "cp")
+                .replace("{file}", "x.js")
+                .replace("{patch}", "p");
             assert!(Route::parse(&path).is_some(), "{pattern}");
         }
         assert_eq!(Route::parse("/tenants/new"), Some(Route::NewTenant));
         assert_eq!(Route::parse("/tenants/demo"), Some(Route::Tenant("demo")));
         assert_eq!(Route::parse("/tenants/demo/node-groups/cp/scale"), Some(Route::Scale("demo", "cp")));
+        assert_eq!(Route::parse("/tenants/new/yaml"), Some(Route::NewTenantYaml));
+        assert_eq!(Route::parse("/tenants/demo/edit"), Some(Route::EditTenant("demo")));
+        assert_eq!(Route::parse("/tenants/demo/configpatches/new"), Some(Route::NewPatch("demo")));
+        assert_eq!(
+            Route::parse("/tenants/demo/configpatches/p/enable"),
+            Some(Route::EnablePatch("demo", "p"))
+        );
+        assert_eq!(Route::parse("/tenants/demo/configpatches/p/other"), None);
+        assert_eq!(Route::parse("/users/new"), Some(Route::NewUser));
+        assert_eq!(Route::parse("/users/alice/role"), Some(Route::UserRole("alice")));
+        assert_eq!(Route::parse("/tokens/ci/revoke"), Some(Route::RevokeToken("ci")));
     }
 
     #[test]
     fn other_paths_are_not_the_console_s() {
-        for path in ["/api/v1/tenants", "/healthz", "/tenants/", "/tenants/a/b", "/assets/", "", "x"] {
+        for path in
+            ["/api/v1/tenants", "/healthz", "/tenants/", "/tenants/a/b", "/assets/", "", "x", "/users//role"]
+        {
             assert_eq!(Route::parse(path), None, "{path}");
         }
     }

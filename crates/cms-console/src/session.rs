@@ -13,6 +13,7 @@ use http::header::{self, HeaderMap};
 use http::{Method, StatusCode};
 
 use crate::failure::Failure;
+use crate::form::Form;
 use crate::reply::{self, Outcome, Refused};
 use crate::{Console, Request, Response, csrf};
 
@@ -74,6 +75,21 @@ pub(crate) async fn require(console: &Console, request: &Request) -> Result<Sess
         Some(session) => Ok(session),
         None => Err(to_login(request).into()),
     }
+}
+
+/// The session and the fields of a posted form, checked in order: the
+/// session, the form token, then `permission`, which is the permission of
+/// the API's route for the same change.
+pub(crate) async fn posted(
+    console: &Console,
+    request: &Request,
+    permission: Permission,
+) -> Result<(Session, Form), Refused> {
+    let session = require(console, request).await?;
+    let form = Form::posted(request)?;
+    csrf::check(&session, &form)?;
+    session.require(permission)?;
+    Ok((session, form))
 }
 
 /// `303` to the sign-in page. A page asked for with GET is where the

@@ -3,7 +3,7 @@
 //! the client-config downloads and the delete form. The forms show only to
 //! roles that may use them; the actions (`actions.rs`) check again.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use cms_auth::Permission;
 use cms_model::{Condition, Kind, Machine, NodeGroup, NodeGroupSpec, Tenant};
 use cms_store::Object;
@@ -12,10 +12,11 @@ use maud::{Markup, html};
 use serde::de::DeserializeOwned;
 
 use crate::failure::Failure;
+use crate::layout::timestamp;
 use crate::reply::Outcome;
 use crate::session::{self, Session};
 use crate::summary::{phase_name, yes_no};
-use crate::{Console, Request, layout};
+use crate::{Console, Request, layout, probe, projected, upgrade};
 
 /// A form of the page that was posted and refused, to show by its field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,17 +31,19 @@ pub(crate) enum Problem {
     Delete {
         message: String,
     },
+    /// A config-patch form (`patches.rs`).
+    Patch(crate::patches::PatchProblem),
 }
 
 /// The tenant page.
 pub(crate) async fn page(console: &Console, request: &Request, name: &str) -> Outcome {
     let session = session::require(console, request).await?;
     session.require(Permission::Read)?;
-    render(console, &session, name, StatusCode::OK, &Problem::None)
+    render(console, &session, name, StatusCode::OK, &Problem::None).await
 }
 
 /// The page of tenant `name` with `status`, showing `problem` at its form.
-pub(crate) fn render(
+pub(crate) async fn render(
     console: &Console,
     session: &Session,
     name: &str,
@@ -54,15 +57,23 @@ pub(crate) fn render(
     let groups: Vec<NodeGroup> = parsed(store.all(Kind::NodeGroup, Some(name.to_string())));
     let machines: Vec<Machine> = parsed(store.all(Kind::Machine, Some(name.to_string())));
     let default_talos = &console.tenancy.secrets().options().default_talos_version;
+    let progress = upgrade::progress(&tenant, &groups, &machines, default_talos);
+    let health = console.prober.last(name);
+    let projected = projected::read(console, name).await;
     let view =
         View { session, tenant: &tenant, groups: &groups, machines: &machines, default_talos, problem };
     let content = html! {
         section #tenant data-tenant=(name) data-revision=(revision) {
             (view.heading())
             (view.spec())
+            (crate::editor::link(session, name))
             (view.conditions())
             (view.node_groups())
+            (crate::patches::section(console, session, &tenant, problem))
+            (upgrade::section(session, &tenant, &progress))
             (view.machines())
+            (probe::section(session, name, health.as_ref()))
+            (projected::section(projected.as_deref()))
             (view.downloads())
             (view.delete_form())
         }
@@ -114,6 +125,11 @@ impl View<'_> {
                 dt { "Message" }
                 dd #message { (status.message.as_deref().unwrap_or("none")) }
             }
+            h2 #phase-history-heading { "Phase history" }
+            p .hint { "The phases this page has seen since it was opened, oldest first." }
+            ol #phase-history aria-labelledby="phase-history-heading" {
+                li data-phase=(phase) { (timestamp(Utc::now())) " " (phase) }
+            }
         }
     }
 
@@ -124,6 +140,10 @@ impl View<'_> {
         html! {
             h2 { "Spec" }
             dl #spec .facts {
+                dt { "Labels" }
+                dd .labels {
+                    (list(&self.tenant.metadata.labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>()))
+                }
                 dt { "Kubernetes version" }
                 dd .kubernetes { (spec.kubernetes_version) }
                 dt { "Talos version" }
@@ -312,9 +332,4 @@ fn condition_row(condition: &Condition) -> Markup {
 /// Items separated by commas, or "none".
 fn list(items: &[String]) -> String {
     if items.is_empty() { "none".to_string() } else { items.join(", ") }
-}
-
-/// A time for people, with the machine-readable form beside it.
-fn timestamp(time: DateTime<Utc>) -> Markup {
-    html! { time datetime=(time.to_rfc3339()) { (time.format("%Y-%m-%d %H:%M:%S UTC")) } }
 }

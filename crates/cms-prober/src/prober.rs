@@ -95,6 +95,24 @@ impl Prober {
         Ok(finished.health.clone())
     }
 
+    /// The health of `tenant` from a probe that starts now, unless one is
+    /// already under way, whose answer it then shares. A cached result is
+    /// dropped first: this is the operator's "probe now".
+    pub async fn probe_now(&self, tenant: &str) -> Result<Health, ProberError> {
+        {
+            let mut slots = self.lock();
+            if slots.get(tenant).is_some_and(|slot| slot.initialized()) {
+                slots.remove(tenant);
+            }
+        }
+        self.tenant(tenant).await
+    }
+
+    /// The last finished result for `tenant`, however old, without probing.
+    pub fn last(&self, tenant: &str) -> Option<Health> {
+        self.lock().get(tenant).and_then(|slot| slot.get()).map(|finished| finished.health.clone())
+    }
+
     /// The health of every tenant, by name, probing up to
     /// [`ProberOptions::parallelism`] at once.
     pub async fn all(&self) -> Vec<Health> {

@@ -87,7 +87,14 @@ impl AppState {
         let shutdown = CancellationToken::new();
         let console_options =
             ConsoleOptions { secure_cookies: options.secure_cookies, heartbeat: options.watch_heartbeat };
-        let console = Console::new(tenancy.clone(), auth.clone(), console_options, shutdown.clone());
+        let console = Console::new(
+            tenancy.clone(),
+            auth.clone(),
+            audit.clone(),
+            prober.clone(),
+            console_options,
+            shutdown.clone(),
+        );
         AppState { tenancy, auth, audit, prober, options, shutdown, console }
     }
 
@@ -96,8 +103,9 @@ impl AppState {
         self.tenancy.store()
     }
 
-    /// Replaces the prober.
+    /// Replaces the prober, the API's and the console's.
     pub fn with_prober(mut self, prober: Arc<Prober>) -> AppState {
+        self.console = self.console.with_prober(prober.clone());
         self.prober = prober;
         self
     }

@@ -5,6 +5,7 @@
 
 mod bootstrap;
 pub(crate) mod cluster;
+mod console;
 mod faults;
 mod lifecycle;
 

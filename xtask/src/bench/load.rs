@@ -219,6 +219,11 @@ impl Target {
         Target { addr: self.addr, headers: format!("{}Authorization: Bearer {token}\r\n", self.headers) }
     }
 
+    /// This target with the web console's session cookie on every request.
+    pub(crate) fn with_session_cookie(&self, token: &str) -> Target {
+        Target { addr: self.addr, headers: format!("{}Cookie: cms_session={token}\r\n", self.headers) }
+    }
+
     /// A `GET` request.
     pub(crate) fn get(&self, path: &str) -> Vec<u8> {
         format!("GET {path} HTTP/1.1\r\nHost: {}\r\n{}\r\n", self.addr, self.headers).into_bytes()

@@ -73,6 +73,9 @@ pub(crate) struct BenchOptions {
     /// Runs only the watch fan-out bench and prints its figures.
     #[arg(long)]
     watchers_only: bool,
+    /// Runs only the HTTP scenarios (API and console) and prints their figures.
+    #[arg(long)]
+    http_only: bool,
     /// Tenants preloaded before the tenant scenarios.
     #[arg(long, default_value_t = 10_000)]
     tenants: usize,
@@ -185,6 +188,8 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     println!("storing {} tenants", options.tenants);
     runtime.block_on(preload::preload(&server_data, options.tenants))?;
     println!("stored {} tenants in {}", options.tenants, seconds(started.elapsed()));
+    let preloaded = data.path().join("preloaded");
+    copy_files(&server_data, &preloaded)?;
 
     let hello = Process::start("hello", &release.join("examples").join("hello"), data.path(), &[])?;
     let binary = release.join("cms-server");
@@ -209,24 +214,34 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         println!("{}", footprint_markdown(&[empty, full]));
         return Ok(());
     }
-    // The same data served without authentication, to measure what it costs.
+    // The same data served without authentication, to measure what it
+    // costs: a copy, since a running server holds its database's lock.
     let open = [("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_KEY_POOL", "0"), ("CMS_PROVISIONING", "false")];
-    let unauthenticated = Process::start("cms-server (no auth)", &binary, &server_data, &open)?;
+    let open_data = data.path().join("open");
+    copy_files(&preloaded, &open_data)?;
+    let unauthenticated = Process::start("cms-server (no auth)", &binary, &open_data, &open)?;
 
     let measured = runtime.block_on(measure(options, hello.addr, server.addr, unauthenticated.addr));
+    let console_page = runtime.block_on(console_page_size(server.addr));
     let exits = [hello.terminate(), server.terminate(), unauthenticated.terminate()];
     let measurements = measured?;
+    let console_page = console_page?;
     for exit in exits {
         let status = exit?;
         ensure!(status.success(), "a benchmarked process exited with {status} after SIGTERM");
     }
 
+    let report = Report::new(options_summary(options), measurements);
+    if options.http_only {
+        println!("\n{}{}", report.markdown(&commit()), console_markdown(options.tenants, console_page));
+        return Ok(());
+    }
     let postgres = runtime.block_on(postgres::measure(&binary, data.path(), shape, ADMIN_PASSWORD))?;
     let fan_out = watch_fan_out(options, &binary)?;
     let figures = provisioning_figures(options, &mut timings, &runtime)?;
 
-    let report = Report::new(options_summary(options), measurements);
     let markdown = report.markdown(&commit())
+        + &console_markdown(options.tenants, console_page)
         + &footprint_markdown(&[empty, full])
         + &fan_out.markdown()
         + &postgres.markdown()
@@ -261,12 +276,14 @@ async fn measure(
         measure: Duration::from_secs(options.seconds),
     };
     let list_name = format!("list tenants (limit=100 of {})", options.tenants);
+    let console_name = console_scenario(options.tenants);
+    let console = Target::new(server.addr).with_session_cookie(&login_token(server.addr).await?);
     // Rounds interleave the scenarios, so that a change in the machine's
     // background load touches all of them alike; each reports its median.
     let mut rounds: Vec<Vec<Measurement>> = Vec::new();
     for round in 0..options.rounds {
         println!("round {} of {}", round + 1, options.rounds);
-        let runs: [(&str, &Target, WorkloadFactory); 7] = [
+        let runs: [(&str, &Target, WorkloadFactory); 8] = [
             ("hello (actix-web baseline)", &hello, workloads::get_path(hello.clone(), "/hello")),
             (
                 GET_UNAUTHENTICATED,
@@ -276,6 +293,7 @@ async fn measure(
             (GET_JWT, &server, workloads::get_tenant(server.clone(), options.tenants)),
             (GET_API_TOKEN, &with_api_token, workloads::get_tenant(with_api_token.clone(), options.tenants)),
             (&list_name, &server, workloads::list_tenants(server.clone(), options.tenants)),
+            (&console_name, &console, workloads::get_path(console.clone(), "/")),
             (
                 "PUT tenant (own tenant per connection)",
                 &server,
@@ -291,6 +309,48 @@ async fn measure(
     }
     let measurements = report::medians(rounds);
     Ok(measurements)
+}
+
+/// Copies the files of directory `from` into a new directory `to`.
+fn copy_files(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    std::fs::create_dir(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The name of the console's scenario: its tenants page, as a browser asks
+/// for it with the session cookie.
+fn console_scenario(tenants: usize) -> String {
+    format!("console: first tenants page (50 of {tenants})")
+}
+
+/// Signs in and returns the size in bytes of the console's first tenants
+/// page, which must stay under 200 KB however many tenants there are.
+async fn console_page_size(server: SocketAddr) -> Result<usize> {
+    let console = Target::new(server).with_session_cookie(&login_token(server).await?);
+    let (status, body) =
+        load::exchange(server, &console.get("/")).await.context("the console's first page")?;
+    ensure!(status == 200, "the console's first page answered {status}");
+    ensure!(body.len() < 200 * 1024, "the console's first page is {} bytes, over 200 KB", body.len());
+    Ok(body.len())
+}
+
+/// The console's section of the report.
+fn console_markdown(tenants: usize, page_bytes: usize) -> String {
+    format!(
+        "\n## Web console\n\nThe scenario `{}` above is the tenants page of the console at `/`, \
+         rendered on the server from the store's cache with the session cookie, beside the API's \
+         list of 100 tenants. Its first page with {tenants} tenants stored is {:.1} KB \
+         (the bench fails above 200 KB).\n",
+        console_scenario(tenants),
+        page_bytes as f64 / 1024.0
+    )
 }
 
 /// The heading of the soak's section of the report, which the bench keeps.
@@ -315,14 +375,21 @@ async fn api_token(server: &Target) -> Result<Target> {
 
 /// Logs in as the first admin and returns the target with its token.
 async fn login(target: Target) -> Result<Target> {
+    let token = login_token(target.addr).await?;
+    Ok(target.with_bearer(&token))
+}
+
+/// Logs in as the first admin and returns the login token, which is also
+/// what the console's session cookie holds.
+async fn login_token(server: SocketAddr) -> Result<String> {
     let body = serde_json::json!({"username": "admin", "password": ADMIN_PASSWORD});
-    let request = target.with_json("POST", "/api/v1/auth/login", &serde_json::to_vec(&body)?);
-    let (status, reply) = load::exchange(target.addr, &request).await.context("logging in")?;
+    let request = Target::new(server).with_json("POST", "/api/v1/auth/login", &serde_json::to_vec(&body)?);
+    let (status, reply) = load::exchange(server, &request).await.context("logging in")?;
     ensure!(status == 200, "login failed with {status}: {}", String::from_utf8_lossy(&reply));
     let reply: serde_json::Value =
         serde_json::from_slice(&reply).context("a login reply that is not JSON")?;
     let token = reply["token"].as_str().context("a login reply without a token")?;
-    Ok(target.with_bearer(token))
+    Ok(token.to_string())
 }
 
 async fn scenario(

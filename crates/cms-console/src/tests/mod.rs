@@ -3,7 +3,10 @@
 //! Requests go straight to [`Console::handle`]; `cms-service`'s tests cover
 //! the same console mounted in the application.
 
+mod accounts;
+mod editing;
 mod events;
+mod operations;
 mod pages;
 mod session;
 mod tenants;
@@ -13,9 +16,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use cms_auth::{AuthOptions, Authenticator};
 use cms_model::{Kind, UserRole};
+use cms_prober::{Prober, ProberOptions, SystemClock};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 use cms_talos::{Sealer, SealingKey};
-use cms_tenancy::{Secrets, SecretsOptions, Tenancy};
+use cms_tenancy::{SealedCredentials, Secrets, SecretsOptions, Tenancy};
 use futures_util::StreamExt;
 use http::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use http::{HeaderMap, Method, StatusCode};
@@ -64,6 +68,15 @@ impl Reply {
     }
 }
 
+/// The health prober on the real node API client, over the fixture's
+/// store and secrets.
+fn prober(store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Arc<Prober> {
+    let options = ProberOptions::default();
+    let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets));
+    let client = cms_tenancy::talos_node_api(options.per_machine);
+    Arc::new(Prober::new(store, credentials, client, Arc::new(SystemClock), options))
+}
+
 impl Fixture {
     pub(crate) async fn new() -> Fixture {
         Fixture::with_options(ConsoleOptions::default()).await
@@ -82,8 +95,11 @@ impl Fixture {
         let sealer =
             Sealer::new(SealingKey::new("test", *b"sealing-key-of-the-console-tests").expect("a key"));
         let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
-        let tenancy = Tenancy::new(store.clone(), secrets.expect("secrets"));
-        let console = Console::new(tenancy, auth.clone(), options, CancellationToken::new());
+        let secrets = secrets.expect("secrets");
+        let prober = prober(store.clone(), secrets.clone());
+        let tenancy = Tenancy::new(store.clone(), secrets);
+        let console =
+            Console::new(tenancy, auth.clone(), store.clone(), prober, options, CancellationToken::new());
         Fixture { console, store, auth, _dir: dir }
     }
 

@@ -31,6 +31,26 @@ async fn results_are_cached_for_15_seconds() {
 }
 
 #[tokio::test]
+async fn probe_now_skips_the_cache_and_last_reads_it() {
+    let world = World::new().await;
+    let bundle = world.tenant("demo").await;
+    let node = fake(&bundle, "v1.14.0").await;
+    world.machine("demo", "cp-1", "controlplane", Some(node.addr().to_string())).await;
+    let prober = world.prober();
+    assert_eq!(prober.last("demo"), None, "nothing probed yet");
+    let first = prober.tenant("demo").await.unwrap();
+    assert_eq!(prober.last("demo"), Some(first.clone()));
+
+    node.set_version("v1.14.1");
+    let fresh = prober.probe_now("demo").await.unwrap();
+    assert_eq!(node.calls().len(), 2, "asked again within the cache lifetime");
+    assert_eq!(fresh.talos_version.as_deref(), Some("1.14.1"));
+    assert_eq!(prober.tenant("demo").await.unwrap(), fresh, "the new result is cached");
+    assert_eq!(node.calls().len(), 2);
+    assert!(prober.probe_now("gone").await.is_err(), "an unknown tenant is refused");
+}
+
+#[tokio::test]
 async fn concurrent_requests_share_one_probe() {
     let world = World::new().await;
     let bundle = world.tenant("demo").await;
