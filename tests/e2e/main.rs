@@ -7,6 +7,7 @@
 mod api_guide;
 mod audit;
 mod auth;
+mod backup;
 mod cli_accounts;
 mod cli_health;
 mod cli_provisioning;

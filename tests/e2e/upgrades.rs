@@ -1,10 +1,11 @@
 //! Rolling Talos upgrades through the real server, with fake nodes that
 //! emulate one: after `Upgrade` a node is down (rebooting) for a while,
-//! then answers with the installer image's tag, or it fails on demand.
+//! then answers with the installer image's tag, or it fails on demand. The
+//! etcd leader the test chooses goes last, after it handed over.
 
 use std::time::Duration;
 
-use cms_e2e::cluster::{ClusterNode, FakeCluster};
+use cms_e2e::cluster::{ClusterNode, FakeCluster, hostname};
 use cms_e2e::nodes::StoreWriter;
 use cms_e2e::{Api, Server};
 use serde_json::{Value, json};
@@ -55,6 +56,13 @@ async fn cluster(engine: &Engine, name: &str, fail_upgrade: &[(&str, &str)]) -> 
         .collect();
     converged(&api, name).await;
     (server, nodes)
+}
+
+/// Makes the etcd member of `machine` lead the cluster's etcd.
+fn lead(nodes: &[Node], machine: &str) {
+    let etcd = nodes[0].fake.node.etcd();
+    let member = etcd.members().into_iter().find(|member| member.hostname == hostname(machine));
+    etcd.set_leader(member.unwrap_or_else(|| panic!("{machine} is an etcd member")).id);
 }
 
 async fn set_talos_version(api: &Api, name: &str, version: &str) {
@@ -137,6 +145,8 @@ async fn a_failing_node_pauses_the_rollout_with_the_reason() {
     let engine = Engine::new();
     let (server, nodes) = cluster(&engine, "paused", &[("cp-1", "the disk is full")]).await;
     let api = server.api();
+    // cp-0 leads etcd, so it goes last and cp-1 first.
+    lead(&nodes, "cp-0");
     set_talos_version(&api, "paused", "1.14.1").await;
     let tenant = eventually("the rollout to pause", CONVERGE, || async {
         let tenant = api.get("/api/v1/tenants/paused").await.expect(200);
@@ -154,8 +164,44 @@ async fn a_failing_node_pauses_the_rollout_with_the_reason() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let touched: Vec<&str> =
         nodes.iter().filter(|node| !node.upgrades().is_empty()).map(|node| node.id.as_str()).collect();
-    assert_eq!(touched, ["cp-0", "cp-1"], "only the first control plane and the failing one");
+    assert_eq!(touched, ["cp-1"], "only the failing control plane, the first");
     assert_eq!(nodes[1].upgrades().len(), 1, "the failing node is not retried while paused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_etcd_leader_hands_over_and_is_upgraded_last() {
+    let engine = Engine::new();
+    let (server, nodes) = cluster(&engine, "leader", &[]).await;
+    let api = server.api();
+    // Not the first by name, nor the member that bootstrapped.
+    lead(&nodes, "cp-1");
+    set_talos_version(&api, "leader", "1.14.1").await;
+    rolled_out(&api, "leader", "1.14.1").await;
+
+    let seq = |call: &Value| call["seq"].as_u64().expect("a call sequence number");
+    let mut upgrades: Vec<(u64, &str)> = nodes
+        .iter()
+        .filter(|node| node.control_plane)
+        .map(|node| (seq(&node.upgrades()[0]), node.id.as_str()))
+        .collect();
+    upgrades.sort_unstable();
+    let order: Vec<&str> = upgrades.iter().map(|(_, id)| *id).collect();
+    assert_eq!(order, ["cp-0", "cp-2", "cp-1"], "the leader last, the others in name order");
+
+    let forfeits: Vec<(&str, Value)> = nodes
+        .iter()
+        .flat_map(|node| {
+            node.fake.calls_of("EtcdForfeitLeadership").into_iter().map(|call| (node.id.as_str(), call))
+        })
+        .collect();
+    assert_eq!(forfeits.len(), 1, "one hand-over: {forfeits:?}");
+    let (machine, forfeit) = &forfeits[0];
+    assert_eq!(*machine, "cp-1", "the leader hands over");
+    assert_eq!(forfeit["clientCertificate"], true);
+    assert!(upgrades[1].0 < seq(forfeit), "after the other control planes' upgrades: {upgrades:?}");
+    assert!(seq(forfeit) < upgrades[2].0, "before its own upgrade: {upgrades:?}");
+    let etcd = nodes[0].fake.node.etcd();
+    assert_ne!(etcd.leader_hostname(), Some(hostname("cp-1")), "another member leads now");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,8 +4,10 @@
 //! the loopback interface and stops it with SIGTERM or SIGKILL; a stopped
 //! server restarts on the same data directory. [`Api`] is a small HTTP client
 //! whose replies check statuses and error bodies, [`Watch`] reads the tenant
-//! watch stream frame by frame, [`fixtures`] builds request bodies, and
-//! [`cli::Cli`] runs the real `cms` client binary against a server.
+//! watch stream frame by frame, [`fixtures`] builds request bodies,
+//! [`cli::Cli`] runs the real `cms` client binary against a server, and
+//! [`commands::server_command`] runs `cms-server`'s one-shot commands
+//! (`backup`, `restore`) on a data directory.
 //!
 //! [`parse_listening`] (with [`strip_ansi`]) finds the address in a server's
 //! `listening on <addr>` log line, for anything that starts a server.
@@ -26,6 +28,7 @@ mod binary;
 pub mod browser;
 pub mod cli;
 pub mod cluster;
+pub mod commands;
 pub mod fixtures;
 pub mod nodes;
 pub mod raw;

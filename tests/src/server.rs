@@ -57,7 +57,7 @@ pub const ADMIN_PASSWORD: &str = "e2e-admin-password";
 /// the harness, and every other inherited `CMS_*` variable is removed.
 #[derive(Debug, Clone, Default)]
 pub struct ServerOptions {
-    env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl ServerOptions {
@@ -70,6 +70,12 @@ impl ServerOptions {
     /// Starts a server with these options on a fresh data directory.
     pub async fn start(self) -> Server {
         Server::launch(DataDir::fresh(), self).await
+    }
+
+    /// Starts a server with these options on `data_dir`, such as one a
+    /// restore filled.
+    pub async fn start_in(self, data_dir: DataDir) -> Server {
+        Server::launch(data_dir, self).await
     }
 }
 

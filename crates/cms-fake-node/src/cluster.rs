@@ -1,5 +1,6 @@
 //! The fake node's part in its cluster: the answers to `Bootstrap`, the
-//! etcd calls and `Reset`, over the [`FakeEtcd`] its cluster shares.
+//! etcd calls (but the snapshot's, in `snapshot.rs`) and `Reset`, over the
+//! [`FakeEtcd`] its cluster shares.
 //!
 //! A node is a control plane once it took a config whose machine type is
 //! `controlplane` (the fake reads the rendered YAML's `type: controlplane`),
@@ -11,9 +12,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 use cms_nodeapi::proto::machine::{
-    Bootstrap, BootstrapResponse, EtcdLeaveCluster, EtcdLeaveClusterResponse, EtcdMember,
-    EtcdMemberListResponse, EtcdMemberStatus, EtcdMembers, EtcdRemoveMemberById,
-    EtcdRemoveMemberByIdResponse, EtcdStatus, EtcdStatusResponse, Reset, ResetResponse,
+    Bootstrap, BootstrapRequest, BootstrapResponse, EtcdForfeitLeadership, EtcdForfeitLeadershipResponse,
+    EtcdLeaveCluster, EtcdLeaveClusterResponse, EtcdMember, EtcdMemberListResponse, EtcdMemberStatus,
+    EtcdMembers, EtcdRemoveMemberById, EtcdRemoveMemberByIdResponse, EtcdStatus, EtcdStatusResponse, Reset,
+    ResetResponse,
 };
 use tonic::Status;
 
@@ -39,13 +41,28 @@ impl Shared {
         }
     }
 
-    pub(crate) fn bootstrap(&self, behaviour: &Behaviour) -> Result<BootstrapResponse, Status> {
+    /// `Bootstrap`: etcd starts here, empty or, with `recover_etcd`, from
+    /// the snapshot uploaded before with `EtcdRecover`.
+    pub(crate) fn bootstrap(
+        &self,
+        behaviour: &Behaviour,
+        request: BootstrapRequest,
+    ) -> Result<BootstrapResponse, Status> {
         if !self.control_plane.load(Ordering::SeqCst) {
             return Err(Status::failed_precondition(
                 "bootstrap is only available on a configured control plane",
             ));
         }
+        let snapshot = match request.recover_etcd {
+            true => Some(self.recovered().ok_or_else(|| {
+                Status::failed_precondition("no etcd snapshot was uploaded with EtcdRecover")
+            })?),
+            false => None,
+        };
         self.etcd.bootstrap(&behaviour.hostname, self.address)?;
+        if let Some(snapshot) = snapshot {
+            self.etcd.restored(snapshot);
+        }
         Ok(BootstrapResponse { messages: vec![Bootstrap { metadata: metadata(behaviour) }] })
     }
 
@@ -77,6 +94,16 @@ impl Shared {
         };
         let message = EtcdStatus { metadata: metadata(behaviour), member_status: Some(status) };
         Ok(EtcdStatusResponse { messages: vec![message] })
+    }
+
+    /// `EtcdForfeitLeadership`: the leader hands over to another member.
+    pub(crate) fn forfeit_leadership(
+        &self,
+        behaviour: &Behaviour,
+    ) -> Result<EtcdForfeitLeadershipResponse, Status> {
+        let member = self.etcd.forfeit(&behaviour.hostname)?.unwrap_or_default();
+        let message = EtcdForfeitLeadership { metadata: metadata(behaviour), member };
+        Ok(EtcdForfeitLeadershipResponse { messages: vec![message] })
     }
 
     pub(crate) fn leave(&self, behaviour: &Behaviour) -> Result<EtcdLeaveClusterResponse, Status> {

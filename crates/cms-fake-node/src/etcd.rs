@@ -5,6 +5,9 @@
 //! members leave or are removed by id. A node that stops (its fake is
 //! dropped) is a member that no longer answers; if ever fewer than a
 //! majority of the members answer, the etcd notes that it lost quorum.
+//! The leader is the member that bootstrapped, unless a test sets another;
+//! it hands over on `EtcdForfeitLeadership`, or when it leaves. A
+//! recovering bootstrap notes the snapshot etcd started from.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -37,6 +40,8 @@ struct State {
     /// Nodes that stopped answering.
     down: BTreeSet<String>,
     quorum_lost: bool,
+    /// The SHA-256 of the snapshot a recovering bootstrap started from.
+    restored_from: Option<String>,
 }
 
 /// The etcd of one fake cluster. Cloning shares it; give the same one to
@@ -67,6 +72,43 @@ impl FakeEtcd {
     /// Makes the member `id` lead.
     pub fn set_leader(&self, id: u64) {
         self.state().leader = Some(id);
+    }
+
+    /// The hostname of the leader's node.
+    pub fn leader_hostname(&self) -> Option<String> {
+        let state = self.state();
+        state.leader.and_then(|id| state.members.get(&id)).map(|member| member.hostname.clone())
+    }
+
+    /// The SHA-256 (lowercase hex) of the snapshot etcd was started from by
+    /// a recovering `Bootstrap`, if it was.
+    pub fn restored_from(&self) -> Option<String> {
+        self.state().restored_from.clone()
+    }
+
+    /// etcd started from the snapshot `sha256`.
+    pub(crate) fn restored(&self, sha256: String) {
+        self.state().restored_from = Some(sha256);
+    }
+
+    /// `EtcdForfeitLeadership` on `hostname`: if it leads, leadership moves
+    /// to another member (one that answers, when there is one), whose
+    /// hostname it gives.
+    pub(crate) fn forfeit(&self, hostname: &str) -> Result<Option<String>, Status> {
+        let own = self.member_id(hostname)?;
+        let mut state = self.state();
+        if state.members.len() == 1 {
+            return Err(Status::failed_precondition("cannot forfeit leadership, only one member"));
+        }
+        if state.leader != Some(own) {
+            return Ok(None);
+        }
+        let others = state.members.values().filter(|member| member.id != own);
+        let mut answering = others.clone().filter(|member| !state.down.contains(&member.hostname));
+        let next = answering.next().or_else(|| others.clone().next()).cloned();
+        let next = next.ok_or_else(|| Status::internal("no other member"))?;
+        state.leader = Some(next.id);
+        Ok(Some(next.hostname))
     }
 
     /// The member count after the bootstrap and after each change since.

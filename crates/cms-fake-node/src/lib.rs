@@ -36,6 +36,13 @@
 //!   Nodes ([`FakeKubeNode`]), Pods ([`FakePod`]), evictions, deleted
 //!   Nodes and requests ([`KubeRequest`]). Given the cluster's etcd
 //!   ([`FakeKubeOptions::etcd`]) it answers only once that is bootstrapped.
+//! - etcd's backup and restore: `EtcdSnapshot` streams [`snapshot_bytes`]
+//!   of [`FakeNodeOptions::snapshot_size`] in chunks; `EtcdRecover` takes
+//!   an upload on a control plane whose etcd has not started and keeps its
+//!   SHA-256 ([`FakeNode::recovered_sha256`]), which a `Bootstrap` with
+//!   `recover_etcd` starts etcd from ([`FakeEtcd::restored_from`]);
+//!   `EtcdForfeitLeadership` hands the leadership
+//!   ([`FakeEtcd::set_leader`]) to another member.
 //! - [`FakeNode::calls`] lists every call that reached the service, in order,
 //!   with its method, payload, `node` metadata and time. [`Call::seq`] orders
 //!   calls across all fake nodes of one process.
@@ -50,9 +57,11 @@ mod kube;
 mod node;
 mod record;
 mod service;
+mod snapshot;
 mod tls;
 
 pub use etcd::{FakeEtcd, FakeMember};
 pub use kube::{FakeKube, FakeKubeNode, FakeKubeOptions, FakePod, KubeRequest, PodKind};
 pub use node::{FakeNode, FakeNodeError, FakeNodeOptions};
-pub use service::{Call, Failure, Method, Payload};
+pub use service::{Call, Failure, Method, Payload, Upload};
+pub use snapshot::{SNAPSHOT_CHUNK, snapshot_bytes};

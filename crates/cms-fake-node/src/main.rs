@@ -43,6 +43,9 @@ struct Args {
     /// Makes every `Upgrade` fail with this message.
     #[arg(long)]
     fail_upgrade: Option<String>,
+    /// How many bytes `EtcdSnapshot` streams.
+    #[arg(long, default_value_t = 256 * 1024)]
+    snapshot_size: usize,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -58,7 +61,8 @@ async fn main() -> anyhow::Result<()> {
         .listen(args.listen)
         .version(args.version)
         .latency(args.latency)
-        .upgrade_delay(args.upgrade_delay);
+        .upgrade_delay(args.upgrade_delay)
+        .snapshot_size(args.snapshot_size);
     if let Some(message) = args.fail_upgrade {
         options = options.upgrade_failure(message);
     }

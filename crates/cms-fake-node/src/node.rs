@@ -74,6 +74,7 @@ impl FakeNodeOptions {
                 failure: None,
                 upgrade_delay: Duration::from_secs(1),
                 upgrade_failure: None,
+                snapshot_size: 256 * 1024,
             },
             on_call: None,
             etcd: FakeEtcd::default(),
@@ -130,6 +131,14 @@ impl FakeNodeOptions {
     /// Makes `Upgrade` fail with this message.
     pub fn upgrade_failure(mut self, message: impl Into<String>) -> FakeNodeOptions {
         self.behaviour.upgrade_failure = Some(message.into());
+        self
+    }
+
+    /// How many bytes `EtcdSnapshot` streams (256 KiB unless set): the
+    /// bytes of [`crate::snapshot_bytes`], in chunks of
+    /// [`crate::SNAPSHOT_CHUNK`].
+    pub fn snapshot_size(mut self, size: usize) -> FakeNodeOptions {
+        self.behaviour.snapshot_size = size;
         self
     }
 
@@ -190,6 +199,7 @@ impl FakeNode {
             kube: options.kube,
             hold: Mutex::new(None),
             held: Default::default(),
+            recovered: Mutex::new(None),
         });
         let (sender, receiver) = mpsc::channel(64);
         let accept = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), sender));
@@ -216,6 +226,12 @@ impl FakeNode {
     /// The etcd of the node's cluster.
     pub fn etcd(&self) -> &FakeEtcd {
         &self.shared.etcd
+    }
+
+    /// The SHA-256 (lowercase hex) of the last snapshot uploaded whole with
+    /// `EtcdRecover`, if any.
+    pub fn recovered_sha256(&self) -> Option<String> {
+        self.shared.recovered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Forgets the calls so far.

@@ -21,7 +21,15 @@ impl Call {
                 "stage": request.stage,
                 "force": request.force,
             }),
-            Payload::Bootstrap(request) => json!({"recoverEtcd": request.recover_etcd}),
+            Payload::Bootstrap(request) => json!({
+                "recoverEtcd": request.recover_etcd,
+                "recoverSkipHashCheck": request.recover_skip_hash_check,
+            }),
+            Payload::EtcdRecover(upload) => json!({
+                "bytes": upload.bytes,
+                "sha256": upload.sha256,
+                "complete": upload.complete,
+            }),
             Payload::EtcdMemberList(request) => json!({"queryLocal": request.query_local}),
             Payload::EtcdRemoveMemberById(request) => json!({"memberId": request.member_id}),
             Payload::Reset(request) => {

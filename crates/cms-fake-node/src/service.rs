@@ -5,16 +5,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use cms_nodeapi::proto::common::Metadata;
+use cms_nodeapi::proto::common::{Data, Metadata};
 use cms_nodeapi::proto::machine::machine_service_server::MachineService;
 use cms_nodeapi::proto::machine::{
     ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, BootstrapRequest,
-    BootstrapResponse, EtcdLeaveClusterRequest, EtcdLeaveClusterResponse, EtcdMemberListRequest,
-    EtcdMemberListResponse, EtcdRemoveMemberByIdRequest, EtcdRemoveMemberByIdResponse, EtcdStatusResponse,
+    BootstrapResponse, EtcdForfeitLeadershipRequest, EtcdForfeitLeadershipResponse, EtcdLeaveClusterRequest,
+    EtcdLeaveClusterResponse, EtcdMemberListRequest, EtcdMemberListResponse, EtcdRecoverResponse,
+    EtcdRemoveMemberByIdRequest, EtcdRemoveMemberByIdResponse, EtcdSnapshotRequest, EtcdStatusResponse,
     FeaturesInfo, PlatformInfo, ResetRequest, ResetResponse, Upgrade, UpgradeRequest, UpgradeResponse,
     Version, VersionInfo, VersionResponse,
 };
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::etcd::FakeEtcd;
 use crate::kube::FakeKube;
@@ -34,6 +35,9 @@ pub enum Method {
     EtcdStatus,
     EtcdLeaveCluster,
     EtcdRemoveMemberById,
+    EtcdForfeitLeadership,
+    EtcdSnapshot,
+    EtcdRecover,
     Reset,
 }
 
@@ -49,6 +53,9 @@ impl Method {
             Method::EtcdStatus => "EtcdStatus",
             Method::EtcdLeaveCluster => "EtcdLeaveCluster",
             Method::EtcdRemoveMemberById => "EtcdRemoveMemberByID",
+            Method::EtcdForfeitLeadership => "EtcdForfeitLeadership",
+            Method::EtcdSnapshot => "EtcdSnapshot",
+            Method::EtcdRecover => "EtcdRecover",
             Method::Reset => "Reset",
         }
     }
@@ -64,7 +71,20 @@ pub enum Payload {
     Bootstrap(BootstrapRequest),
     EtcdMemberList(EtcdMemberListRequest),
     EtcdRemoveMemberById(EtcdRemoveMemberByIdRequest),
+    /// An `EtcdRecover` upload, recorded once it ended.
+    EtcdRecover(Upload),
     Reset(ResetRequest),
+}
+
+/// What an `EtcdRecover` upload brought.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    /// How many bytes arrived.
+    pub bytes: u64,
+    /// The SHA-256 of those bytes, lowercase hex.
+    pub sha256: String,
+    /// Whether the stream ended cleanly; a broken upload is kept nowhere.
+    pub complete: bool,
 }
 
 /// One call that reached the fake node.
@@ -102,6 +122,8 @@ pub(crate) struct Behaviour {
     pub(crate) upgrade_delay: Duration,
     /// Makes `Upgrade` fail with this message.
     pub(crate) upgrade_failure: Option<String>,
+    /// How many bytes `EtcdSnapshot` streams.
+    pub(crate) snapshot_size: usize,
 }
 
 /// A callback for every call as it arrives.
@@ -130,6 +152,9 @@ pub(crate) struct Shared {
     pub(crate) hold: Mutex<Option<Method>>,
     /// How many calls are held now.
     pub(crate) held: std::sync::atomic::AtomicUsize,
+    /// The SHA-256 (hex) of the last snapshot uploaded whole with
+    /// `EtcdRecover`, which a recovering `Bootstrap` starts etcd from.
+    pub(crate) recovered: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -148,13 +173,25 @@ impl Shared {
     }
 
     /// Records a call, waits the latency, then fails or gives the behaviour.
-    async fn serve<T>(
+    pub(crate) async fn serve<T>(
         &self,
         method: Method,
         payload: Payload,
         request: &Request<T>,
     ) -> Result<Behaviour, Status> {
         self.wait_while_held(method).await;
+        self.record(method, payload, request);
+        self.rebooted()?;
+        let behaviour = self.behaviour().clone();
+        tokio::time::sleep(behaviour.latency).await;
+        match &behaviour.failure {
+            Some(failure) => Err(Status::new(failure.code, failure.message.clone())),
+            None => Ok(behaviour),
+        }
+    }
+
+    /// Adds a call to the record (and gives it to the callback).
+    pub(crate) fn record<T>(&self, method: Method, payload: Payload, request: &Request<T>) {
         let call = Call {
             seq: SEQUENCE.fetch_add(1, Ordering::SeqCst),
             at: SystemTime::now(),
@@ -170,13 +207,6 @@ impl Shared {
             on_call(&call);
         }
         self.calls().push(call);
-        self.rebooted()?;
-        let behaviour = self.behaviour().clone();
-        tokio::time::sleep(behaviour.latency).await;
-        match &behaviour.failure {
-            Some(failure) => Err(Status::new(failure.code, failure.message.clone())),
-            None => Ok(behaviour),
-        }
     }
 }
 
@@ -281,7 +311,7 @@ impl MachineService for FakeMachineService {
     ) -> Result<Response<BootstrapResponse>, Status> {
         let payload = Payload::Bootstrap(*request.get_ref());
         let behaviour = self.shared.serve(Method::Bootstrap, payload, &request).await?;
-        Ok(Response::new(self.shared.bootstrap(&behaviour)?))
+        Ok(Response::new(self.shared.bootstrap(&behaviour, *request.get_ref())?))
     }
 
     async fn etcd_member_list(
@@ -313,6 +343,41 @@ impl MachineService for FakeMachineService {
         let payload = Payload::EtcdRemoveMemberById(*request.get_ref());
         let behaviour = self.shared.serve(Method::EtcdRemoveMemberById, payload, &request).await?;
         Ok(Response::new(self.shared.remove_member(&behaviour, request.get_ref().member_id)?))
+    }
+
+    async fn etcd_forfeit_leadership(
+        &self,
+        request: Request<EtcdForfeitLeadershipRequest>,
+    ) -> Result<Response<EtcdForfeitLeadershipResponse>, Status> {
+        let behaviour = self.shared.serve(Method::EtcdForfeitLeadership, Payload::Empty, &request).await?;
+        Ok(Response::new(self.shared.forfeit_leadership(&behaviour)?))
+    }
+
+    type EtcdSnapshotStream = crate::snapshot::Chunks;
+
+    async fn etcd_snapshot(
+        &self,
+        request: Request<EtcdSnapshotRequest>,
+    ) -> Result<Response<Self::EtcdSnapshotStream>, Status> {
+        let behaviour = self.shared.serve(Method::EtcdSnapshot, Payload::Empty, &request).await?;
+        Ok(Response::new(self.shared.snapshot(&behaviour)?))
+    }
+
+    async fn etcd_recover(
+        &self,
+        request: Request<Streaming<Data>>,
+    ) -> Result<Response<EtcdRecoverResponse>, Status> {
+        let (metadata, extensions, chunks) = request.into_parts();
+        let upload = crate::snapshot::receive(chunks).await;
+        let request = Request::from_parts(metadata, extensions, ());
+        // Here a stream the client reset ends like a whole one; the reset
+        // shows once the handler waits, and the server then drops it.
+        let broken = crate::snapshot::Broken { shared: &self.shared, request: &request, upload: &upload };
+        tokio::task::yield_now().await;
+        std::mem::forget(broken);
+        let payload = Payload::EtcdRecover(upload.clone());
+        let behaviour = self.shared.serve(Method::EtcdRecover, payload, &request).await?;
+        Ok(Response::new(self.shared.recover(&behaviour, upload)?))
     }
 
     async fn reset(&self, request: Request<ResetRequest>) -> Result<Response<ResetResponse>, Status> {

@@ -15,6 +15,7 @@ use crate::proto::common::Metadata;
 use crate::proto::machine::apply_configuration_request::Mode;
 use crate::proto::machine::machine_service_client::MachineServiceClient;
 use crate::proto::machine::{self, upgrade_request::RebootMode};
+use crate::snapshot::{self, SnapshotStream, UploadStream};
 use crate::target::NodeTarget;
 use crate::tls::NodeCredentials;
 
@@ -138,7 +139,9 @@ pub trait NodeApi: Send + Sync + 'static {
         request: UpgradeRequest,
     ) -> Result<UpgradeOutcome, NodeApiError>;
 
-    /// `MachineService/Bootstrap`, on one control plane, once per cluster.
+    /// `MachineService/Bootstrap`, on one control plane, once per cluster;
+    /// with `recover_etcd`, from the snapshot uploaded with
+    /// [`NodeApi::etcd_recover`].
     async fn bootstrap(
         &self,
         target: &NodeTarget,
@@ -159,6 +162,33 @@ pub trait NodeApi: Send + Sync + 'static {
         target: &NodeTarget,
         credentials: &NodeCredentials,
     ) -> Result<EtcdMemberStatus, NodeApiError>;
+
+    /// `MachineService/EtcdForfeitLeadership`: if the member on the node
+    /// asked leads etcd, it hands leadership to another member, whose
+    /// hostname the answer names; otherwise nothing changes (`None`).
+    async fn etcd_forfeit_leadership(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<Option<String>, NodeApiError>;
+
+    /// `MachineService/EtcdSnapshot`: a snapshot of the member on the node
+    /// asked, streamed as it arrives (never whole in memory).
+    async fn etcd_snapshot(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<SnapshotStream, NodeApiError>;
+
+    /// `MachineService/EtcdRecover`: uploads a snapshot, chunk by chunk, to
+    /// a control plane whose etcd waits for its bootstrap; a `Bootstrap`
+    /// with `recover_etcd` then starts etcd from it.
+    async fn etcd_recover(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        chunks: UploadStream,
+    ) -> Result<(), NodeApiError>;
 
     /// `MachineService/EtcdLeaveCluster`: the node asked leaves etcd.
     async fn etcd_leave_cluster(
@@ -186,7 +216,8 @@ pub trait NodeApi: Send + Sync + 'static {
 }
 
 /// The real client: one connection per call, bounded by a timeout that
-/// covers connecting, the TLS handshake and the call.
+/// covers connecting, the TLS handshake and the call. A streamed transfer
+/// (a snapshot) is bounded per step instead (`snapshot.rs`).
 #[derive(Debug, Clone)]
 pub struct TalosNodeClient {
     timeout: Duration,
@@ -198,10 +229,30 @@ impl TalosNodeClient {
         TalosNodeClient { timeout }
     }
 
+    /// A connection whose calls give up after the client's timeout.
     async fn connect(
         &self,
         target: &NodeTarget,
         credentials: &NodeCredentials,
+    ) -> Result<MachineServiceClient<Channel>, NodeApiError> {
+        self.connect_with(target, credentials, Some(self.timeout)).await
+    }
+
+    /// A connection for a streamed transfer: only connecting is bounded
+    /// here, the transfer's steps by the caller.
+    async fn connect_streaming(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<MachineServiceClient<Channel>, NodeApiError> {
+        self.connect_with(target, credentials, None).await
+    }
+
+    async fn connect_with(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        call_timeout: Option<Duration>,
     ) -> Result<MachineServiceClient<Channel>, NodeApiError> {
         let endpoint = target.endpoint();
         let server_name = target.server_name()?;
@@ -216,10 +267,13 @@ impl TalosNodeClient {
                 Ok::<_, std::io::Error>(TokioIo::new(tls))
             }
         });
-        let channel = Endpoint::from_shared(format!("https://{endpoint}"))
+        let mut channel = Endpoint::from_shared(format!("https://{endpoint}"))
             .map_err(|_| NodeApiError::InvalidAddress(endpoint.clone()))?
-            .connect_timeout(self.timeout)
-            .timeout(self.timeout)
+            .connect_timeout(self.timeout);
+        if let Some(call_timeout) = call_timeout {
+            channel = channel.timeout(call_timeout);
+        }
+        let channel = channel
             .connect_with_connector(connect)
             .await
             .map_err(|source| NodeApiError::Connect { endpoint, source })?;
@@ -331,6 +385,33 @@ impl NodeApi for TalosNodeClient {
         credentials: &NodeCredentials,
     ) -> Result<EtcdMemberStatus, NodeApiError> {
         etcd::member_status(self.connect(target, credentials).await?, target).await
+    }
+
+    async fn etcd_forfeit_leadership(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<Option<String>, NodeApiError> {
+        etcd::forfeit_leadership(self.connect(target, credentials).await?, target).await
+    }
+
+    async fn etcd_snapshot(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<SnapshotStream, NodeApiError> {
+        let client = self.connect_streaming(target, credentials).await?;
+        snapshot::snapshot(client, target, self.timeout).await
+    }
+
+    async fn etcd_recover(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        chunks: UploadStream,
+    ) -> Result<(), NodeApiError> {
+        let client = self.connect_streaming(target, credentials).await?;
+        snapshot::recover(client, target, chunks, self.timeout).await
     }
 
     async fn etcd_leave_cluster(

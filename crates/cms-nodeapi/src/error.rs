@@ -31,6 +31,13 @@ pub enum NodeApiError {
     /// A node reported an error inside an otherwise successful answer.
     #[error("node {hostname:?} reported: {message}")]
     Node { hostname: String, message: String },
+    /// A streamed transfer (a snapshot either way) waited longer than the
+    /// client's timeout for its next step.
+    #[error("{endpoint} stalled: nothing moved for {}s", .after.as_secs_f32())]
+    Stalled { endpoint: String, after: std::time::Duration },
+    /// The snapshot to upload could not be read; the upload was aborted.
+    #[error("reading the snapshot to upload failed")]
+    Upload(#[source] std::io::Error),
     /// The answer carried no message at all.
     #[error("{0} sent an empty answer")]
     EmptyAnswer(String),

@@ -1,6 +1,7 @@
 //! The calls that make a set of machines one cluster: `Bootstrap`, etcd's
-//! member list, status and membership changes, and `Reset`. Their
-//! messages and field numbers are Talos's (`docs/node-api.md`).
+//! member list, status, leadership and membership changes, and `Reset`.
+//! Their messages and field numbers are Talos's (`docs/node-api.md`,
+//! `docs/nodeapi-etcd.md`).
 
 use tonic::transport::Channel;
 
@@ -126,6 +127,17 @@ pub(crate) async fn leave_cluster(
         client.etcd_leave_cluster(request(target, message)?).await.map_err(status(target))?.into_inner();
     first(target, answer.messages, |m| m.metadata.as_ref())?;
     Ok(())
+}
+
+pub(crate) async fn forfeit_leadership(
+    mut client: MachineServiceClient<Channel>,
+    target: &NodeTarget,
+) -> Result<Option<String>, NodeApiError> {
+    let message = machine::EtcdForfeitLeadershipRequest {};
+    let answer =
+        client.etcd_forfeit_leadership(request(target, message)?).await.map_err(status(target))?.into_inner();
+    let member = first(target, answer.messages, |m| m.metadata.as_ref())?.member;
+    Ok(Some(member).filter(|member| !member.is_empty()))
 }
 
 pub(crate) async fn remove_member(

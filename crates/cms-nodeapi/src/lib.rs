@@ -2,11 +2,13 @@
 //! mTLS, on `.proto` files written from the field numbers of Talos's
 //! `api/machine/machine.proto` (`docs/node-api.md` lists them).
 //!
-//! - [`NodeApi`]: the IO seam (`Version`, `ApplyConfiguration`, `Upgrade`,
-//!   and, to make machines one cluster, `Bootstrap`, `EtcdMemberList`,
-//!   `EtcdStatus`, `EtcdLeaveCluster`, `EtcdRemoveMemberByID` and `Reset`),
-//!   mocked as `MockNodeApi` under the `testsuite` feature;
-//!   [`TalosNodeClient`] is the real client.
+//! - [`NodeApi`]: the IO seam (`Version`, `ApplyConfiguration`, `Upgrade`;
+//!   to make machines one cluster, `Bootstrap`, `EtcdMemberList`,
+//!   `EtcdStatus`, `EtcdLeaveCluster`, `EtcdRemoveMemberByID` and `Reset`;
+//!   for etcd's maintenance, `EtcdForfeitLeadership`, and `EtcdSnapshot`
+//!   and `EtcdRecover` streamed chunk by chunk as [`SnapshotStream`] and
+//!   [`UploadStream`]), mocked as `MockNodeApi` under the `testsuite`
+//!   feature; [`TalosNodeClient`] is the real client.
 //! - [`NodeCredentials`]: the tenant's OS CA as the only root and a client
 //!   certificate it signs, or the insecure maintenance mode of a metal host
 //!   that has no config yet.
@@ -22,6 +24,7 @@
 mod client;
 mod error;
 mod etcd;
+mod snapshot;
 mod target;
 mod tls;
 
@@ -33,6 +36,7 @@ pub use client::{
 };
 pub use error::NodeApiError;
 pub use etcd::{BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest, WipeMode};
+pub use snapshot::{SnapshotStream, UploadStream};
 pub use target::{NODE_API_PORT, NodeTarget};
 pub use tls::{NodeCredentials, load_private_key};
 

@@ -15,8 +15,9 @@
 //! `machines.rs`, machines in the store from the projection; `settle.rs`,
 //! metal hosts take their config (tracked by `service.io/config-hash`) and
 //! machines are asked `Version` until they answer; `rollout.rs`, rolling Talos
-//! upgrades, control planes one at a time, then workers within
-//! `maxParallelism`, with their state in annotations (`docs/upgrades.md`);
+//! upgrades, control planes one at a time (the etcd leader last, as
+//! `leader.rs` tells it), then workers within `maxParallelism`, with their
+//! state in annotations (`docs/upgrades.md`);
 //! `bootstrap.rs`, `Bootstrap` exactly once, the choice recorded before the
 //! call and the outcome after it; `status.rs`, the status writes (the reconciler is the one writer of tenant
 //! status); `controller.rs`, the loop (watch triggers, resync, bounded
@@ -29,6 +30,7 @@ mod bootstrap;
 mod cluster;
 mod controller;
 mod error;
+mod leader;
 mod leaving;
 mod machines;
 mod plan;

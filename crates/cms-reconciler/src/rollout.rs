@@ -3,7 +3,10 @@
 //! A machine whose Talos version differs from its group's (or else the
 //! tenant's) `talosVersion` is outdated. Control planes go first, one at a
 //! time, and only while every other control plane answers, so that etcd
-//! never loses more than one member; then the workers of one node group at
+//! never loses more than one member; the one whose etcd member leads goes
+//! last, and hands leadership over (`EtcdForfeitLeadership`) just before
+//! its `Upgrade`. When the leader cannot be told, control planes go in name
+//! order and the progress says so. Then the workers of one node group at
 //! a time, up to its `maxParallelism` (1 when unset). A machine moves on
 //! only when it answers `Version` with the new tag.
 //!
@@ -24,6 +27,7 @@ use cms_model::{Kind, Machine, MachineStatus, Role, Tenant};
 use cms_store::{Draft, Key, StoreError};
 use cms_tofu::WorkspacePlan;
 
+use crate::leader;
 use crate::leaving::is_leaving;
 use crate::machines::{self, planned};
 use crate::{Context, ReconcileError};
@@ -118,39 +122,111 @@ pub(crate) async fn advance(
     let Some(((workers, group), candidates)) = outdated.into_iter().next() else {
         return Ok(Rollout::Idle);
     };
+    let mut note = None;
     let batch: Vec<(&Machine, String)> = if workers {
         let groups = tenant.spec.node_groups.as_deref().unwrap_or_default();
         let parallel = groups.iter().find(|g| g.name == group).and_then(|g| g.max_parallelism).unwrap_or(1);
         candidates.into_iter().take(parallel.max(1) as usize).collect()
     } else {
-        // One control plane, and only while every other one answers.
-        let first = candidates.into_iter().next().into_iter().collect::<Vec<_>>();
-        for other in control_planes.iter().filter(|cp| cp.metadata.name != first[0].0.metadata.name) {
+        // One control plane, the leader last, and only while every other one answers.
+        let Some((next, order)) = next_control_plane(name, &control_planes, candidates, ctx).await else {
+            return Ok(Rollout::Idle);
+        };
+        let next_name = next.0.metadata.name.clone();
+        for other in control_planes.iter().filter(|cp| cp.metadata.name != next_name) {
             if let Err(reason) = ctx.nodes.version(&node_ref(name, other)).await {
                 let waiting = format!(
-                    "waiting for control plane {} to answer before upgrading {}: {reason}",
-                    other.metadata.name, first[0].0.metadata.name
+                    "waiting for control plane {} to answer before upgrading {next_name}: {reason}",
+                    other.metadata.name
                 );
                 return Ok(Rollout::Progress { done, total, in_flight: Vec::new(), waiting: Some(waiting) });
             }
         }
-        first
+        if order == Order::LeaderNow && control_planes.len() > 1 {
+            let node = node_ref(name, next.0);
+            match ctx.nodes.etcd_forfeit_leadership(&node).await {
+                Ok(now) => tracing::info!(
+                    tenant = name,
+                    machine = %next_name,
+                    leader = now.as_deref().unwrap_or("unchanged"),
+                    "the etcd leader handed over before its upgrade"
+                ),
+                Err(reason) => {
+                    let waiting = format!(
+                        "waiting for control plane {next_name}, the etcd leader, to hand over before its upgrade: {reason}"
+                    );
+                    return Ok(Rollout::Progress {
+                        done,
+                        total,
+                        in_flight: Vec::new(),
+                        waiting: Some(waiting),
+                    });
+                }
+            }
+        }
+        note = match order {
+            Order::ByName(why) => Some(format!("control planes go in name order: {why}")),
+            Order::LeaderLater | Order::LeaderNow => None,
+        };
+        vec![next]
     };
     let mut started = Vec::new();
     for (machine, want) in batch {
         let node = node_ref(name, machine);
+        // The intent is stored before the call: after a crash at any point,
+        // a machine marked in flight is asked for its version, never
+        // upgraded a second time.
+        let in_flight = format!("{want} {}", Utc::now().to_rfc3339());
+        let upgrading = MachineStatus { stage: "upgrading".into(), ready: false, ..machine.status.clone() };
+        let version = mark(ctx, name, machine, Some(in_flight), upgrading).await?;
         if let Err(reason) = ctx.nodes.upgrade(&node, &want).await {
+            let mut marked = machine.clone();
+            marked.metadata.resource_version = Some(version);
+            mark(ctx, name, &marked, None, machine.status.clone()).await?;
             let reason =
                 format!("upgrading machine {} to Talos {want} failed: {reason}", machine.metadata.name);
             return pause(ctx, name, generation, reason).await;
         }
         tracing::info!(tenant = name, machine = %machine.metadata.name, version = %want, "upgrading");
-        let in_flight = format!("{want} {}", Utc::now().to_rfc3339());
-        let upgrading = MachineStatus { stage: "upgrading".into(), ready: false, ..machine.status.clone() };
-        mark(ctx, name, machine, Some(in_flight), upgrading).await?;
         started.push(machine.metadata.name.clone());
     }
-    Ok(Rollout::Progress { done, total, in_flight: started, waiting: None })
+    Ok(Rollout::Progress { done, total, in_flight: started, waiting: note })
+}
+
+/// Where the control plane to upgrade next stands to the etcd leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Order {
+    /// It does not lead; the leader comes later (or is done).
+    LeaderLater,
+    /// It leads, and every other control plane is done.
+    LeaderNow,
+    /// The leader could not be told (why), so it is the first by name.
+    ByName(String),
+}
+
+/// The outdated control plane to upgrade next: the first by name that does
+/// not lead etcd, else the leader; the first by name when the leader
+/// cannot be told. `candidates` are in name order.
+async fn next_control_plane<'a>(
+    tenant: &str,
+    control_planes: &[&Machine],
+    candidates: Vec<(&'a Machine, String)>,
+    ctx: &Context,
+) -> Option<((&'a Machine, String), Order)> {
+    let leader = match leader::leader(tenant, control_planes, ctx).await {
+        Ok(leader) => leader,
+        Err(why) => {
+            tracing::warn!(tenant, "the etcd leader is unknown, control planes go in name order: {why}");
+            let first = candidates.into_iter().next()?;
+            return Some((first, Order::ByName(format!("the etcd leader is unknown ({why})"))));
+        }
+    };
+    let (leading, others): (Vec<_>, Vec<_>) =
+        candidates.into_iter().partition(|(machine, _)| machine.metadata.name == leader);
+    if let Some(other) = others.into_iter().next() {
+        return Some((other, Order::LeaderLater));
+    }
+    leading.into_iter().next().map(|leading| (leading, Order::LeaderNow))
 }
 
 enum InFlight {
@@ -219,14 +295,14 @@ async fn pause(
 }
 
 /// Sets (`Some`) or clears (`None`) the machine's in-flight annotation,
-/// then writes `status`.
+/// then writes `status`; gives the machine's new resource version.
 async fn mark(
     ctx: &Context,
     tenant: &str,
     machine: &Machine,
     in_flight: Option<String>,
     status: MachineStatus,
-) -> Result<(), ReconcileError> {
+) -> Result<u64, ReconcileError> {
     let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
     let mut annotations = machine.metadata.annotations.clone();
     match in_flight {
@@ -242,8 +318,8 @@ async fn mark(
     let version = machine.metadata.resource_version.unwrap_or_default();
     let object = ctx.store.update(key.clone(), draft, version).await?;
     let value = serde_json::to_value(&status).map_err(|source| corrupt(&key, source))?;
-    ctx.store.update_status(key, value, Some(object.resource_version)).await?;
-    Ok(())
+    let object = ctx.store.update_status(key, value, Some(object.resource_version)).await?;
+    Ok(object.resource_version)
 }
 
 /// Sets (or with `None` removes) one of the tenant's annotations, keeping

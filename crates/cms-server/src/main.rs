@@ -7,8 +7,10 @@
 //! startup canary; `serve.rs`, the wiring (store, `cms_tenancy::Tenancy`, the
 //! prober, the authenticator, the app), `listening on <addr>`, and on SIGTERM
 //! closing watch streams and draining requests; `provisioning.rs`, the
-//! driver and the controller task over the same store and secrets.
+//! driver and the controller task over the same store and secrets;
+//! `backup.rs`, the `backup` and `restore` commands for the embedded store.
 
+mod backup;
 mod logging;
 mod provisioning;
 mod sealing;
@@ -19,7 +21,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 use crate::settings::Settings;
 
@@ -28,8 +30,30 @@ use crate::settings::Settings;
 #[command(name = "cms-server", version)]
 struct Args {
     /// A TOML configuration file; `CMS_*` environment variables override it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
+    /// What to do instead of serving.
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// The commands beside serving, on the store the settings name.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Copies the embedded SQLite store to a new file, consistently, while
+    /// servers run on it.
+    Backup {
+        /// The file to write; it must not exist.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+    },
+    /// Replaces the embedded SQLite store with a backup, keeping the
+    /// database it replaces; no server may run on it.
+    Restore {
+        /// The backup to restore.
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -44,6 +68,11 @@ fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let settings = Settings::load(args.config.as_deref(), environment())?;
+    match &args.command {
+        Some(Command::Backup { to }) => return backup::backup(&settings, to).await,
+        Some(Command::Restore { from }) => return backup::restore(&settings, from).await,
+        None => {}
+    }
     let telemetry =
         logging::init(settings.log.as_deref(), settings.log_format, settings.otlp_endpoint.as_deref())?;
     let served = serve::run(settings).await;
@@ -56,4 +85,25 @@ fn environment() -> HashMap<String, String> {
     std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn commands_parse() {
+        let parse = |args: &[&str]| Args::try_parse_from([&["cms-server"], args].concat());
+        let serve = parse(&["--config", "cms.toml"]).unwrap();
+        assert!(serve.command.is_none() && serve.config == Some(PathBuf::from("cms.toml")));
+        let backup = parse(&["backup", "--to", "/backup/cms.db", "--config", "cms.toml"]).unwrap();
+        assert!(matches!(backup.command, Some(Command::Backup { to }) if to == Path::new("/backup/cms.db")));
+        assert_eq!(backup.config, Some(PathBuf::from("cms.toml")), "--config goes anywhere");
+        let restore = parse(&["restore", "--from", "cms.db"]).unwrap();
+        assert!(matches!(restore.command, Some(Command::Restore { from }) if from == Path::new("cms.db")));
+        assert!(parse(&["backup"]).is_err(), "a backup needs its target");
+        assert!(parse(&["restore", "--to", "x"]).is_err());
+    }
 }

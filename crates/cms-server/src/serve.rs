@@ -1,5 +1,6 @@
-//! Running the server: open the store, bind, serve, and on SIGTERM or SIGINT
-//! close the watch streams and drain in-flight requests before exiting.
+//! Running the server: lock the embedded store, open it, bind, serve, and on
+//! SIGTERM or SIGINT close the watch streams and drain in-flight requests
+//! before exiting.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use cms_auth::{
 };
 use cms_prober::{Prober, ProberOptions, SystemClock};
 use cms_service::{AppState, HttpService, ServiceOptions};
-use cms_store::{SqlStore, StoreOptions};
+use cms_store::{DatabaseLock, SqlStore, StoreOptions};
 use cms_tenancy::{SealedCredentials, Secrets, Tenancy, talos_node_api};
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -34,6 +35,12 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
 
     std::fs::create_dir_all(&settings.data_dir)
         .with_context(|| format!("could not create the data directory {}", settings.data_dir.display()))?;
+    // Held until the server exits, so that a restore (or a second server)
+    // cannot replace the embedded database under it.
+    let _lock = match settings.is_postgres() {
+        true => None,
+        false => Some(DatabaseLock::acquire(&settings.database_url()).context("could not lock the store")?),
+    };
     let mut store_options = StoreOptions::new(settings.database_url());
     store_options.event_retention = settings.event_retention;
     store_options.watch_buffer = settings.watch_buffer;

@@ -29,13 +29,16 @@
 //! schema. `sql.rs`: [`SqlStore`] and [`StoreOptions`]. `projection.rs`,
 //! `secrets.rs`, `accounts*.rs`, `audit*.rs`: projected state, sealed secrets
 //! (never cached, logged or watched), accounts and the audit log.
-//! `conformance/`: the suite run on every backend (`conformance_suite!`).
+//! `backup.rs`: [`backup_sqlite`] and [`restore_sqlite`], the embedded
+//! database as one file; `lock_file.rs`: the [`DatabaseLock`] a server holds
+//! on it. `conformance/`: the suite run on every backend (`conformance_suite!`).
 
 mod accounts;
 mod accounts_sql;
 mod api;
 mod audit;
 mod audit_sql;
+mod backup;
 mod batch;
 mod cache;
 mod commit;
@@ -46,6 +49,7 @@ mod entity;
 mod error;
 mod lease;
 mod listener;
+mod lock_file;
 mod migration;
 mod projection;
 mod refs;
@@ -72,10 +76,12 @@ pub use api::{
 #[cfg(any(test, feature = "testsuite"))]
 pub use audit::MockAudit;
 pub use audit::{Audit, AuditFilter};
+pub use backup::{Restored, Snapshot, backup_sqlite, restore_sqlite};
 pub use error::StoreError;
 #[cfg(any(test, feature = "testsuite"))]
 pub use lease::MockLeases;
 pub use lease::{Lease, Leases};
+pub use lock_file::DatabaseLock;
 pub use sql::{SqlStore, StoreOptions};
 
 /// The finalizer that stands for a tenant's machines and infrastructure.

@@ -43,14 +43,16 @@ mod tenancy;
 #[cfg(any(test, feature = "testsuite"))]
 pub use crate::kube::MockKubeClient;
 pub use crate::kube::{Drain, KubeClient, KubeError, KubeNode, TenantKube};
-pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus};
+pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, UploadStream};
 #[cfg(any(test, feature = "testsuite"))]
 pub use credentials::MockTenantCredentials;
 pub use credentials::{SealedCredentials, TenantCredentials};
 pub use error::TenancyError;
 #[cfg(any(test, feature = "testsuite"))]
 pub use nodes::MockNodeClient;
-pub use nodes::{Bootstrapped, NodeClient, NodeError, NodeRef, TenantNodeClient, talos_node_api};
+pub use nodes::{
+    Bootstrapped, NodeClient, NodeError, NodeRef, SnapshotChunks, TenantNodeClient, talos_node_api,
+};
 #[cfg(any(test, feature = "testsuite"))]
 pub use render::MockMachineConfigs;
 pub use render::{MachineConfigs, StoreMachineConfigs};

@@ -2,17 +2,21 @@
 //! [`NodeClient`] is the seam, [`TenantNodeClient`] the real client, on
 //! [`cms_nodeapi`] with each tenant's credentials (a short-lived admin
 //! client certificate from its sealed bundle). Metal hosts that have no
-//! config yet are asked in maintenance mode.
+//! config yet are asked in maintenance mode. etcd's snapshots pass through
+//! as streams of chunks, never whole in memory.
 
 use std::fmt;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cms_nodeapi::{
     ApplyMode, ApplyRequest, BootstrapRequest, EtcdMember, EtcdMemberStatus, NodeApi, NodeApiError,
-    NodeCredentials, NodeTarget, ResetRequest, TalosNodeClient, UpgradeRequest, WipeMode, installer_image,
+    NodeCredentials, NodeTarget, ResetRequest, TalosNodeClient, UpgradeRequest, UploadStream, WipeMode,
+    installer_image,
 };
+use futures_util::{Stream, StreamExt};
 
 use crate::credentials::TenantCredentials;
 use crate::error::TenancyError;
@@ -40,6 +44,10 @@ pub enum NodeError {
     #[error("{first_way}: {first}; {second_way}: {second}")]
     Apply { first_way: &'static str, first: Box<NodeError>, second_way: &'static str, second: Box<NodeError> },
 }
+
+/// An etcd snapshot as it arrives: its chunks in order, or the error that
+/// ended the transfer.
+pub type SnapshotChunks = Pin<Box<dyn Stream<Item = Result<Vec<u8>, NodeError>> + Send>>;
 
 /// The node API calls the reconciler makes.
 #[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
@@ -81,6 +89,25 @@ pub trait NodeClient: Send + Sync + 'static {
     /// `Reset`: the node wipes every disk and reboots into maintenance
     /// mode. `graceful` also has it cordon, drain and leave etcd itself.
     async fn reset(&self, node: &NodeRef, graceful: bool) -> Result<(), NodeError>;
+
+    /// `EtcdSnapshot`: a snapshot of the member on the control plane asked,
+    /// streamed chunk by chunk.
+    async fn etcd_snapshot(&self, node: &NodeRef) -> Result<SnapshotChunks, NodeError>;
+
+    /// `EtcdForfeitLeadership`: if the member on the node asked leads etcd,
+    /// it hands over; gives the hostname of the member that leads now, or
+    /// `None` when the one asked did not lead.
+    async fn etcd_forfeit_leadership(&self, node: &NodeRef) -> Result<Option<String>, NodeError>;
+
+    /// `EtcdRecover`: uploads a snapshot, chunk by chunk, to a control plane
+    /// whose etcd waits for its bootstrap. A failing chunk aborts it.
+    async fn etcd_recover(&self, node: &NodeRef, chunks: UploadStream) -> Result<(), NodeError>;
+
+    /// `Bootstrap` with `recover_etcd`: etcd starts from the snapshot
+    /// uploaded with [`NodeClient::etcd_recover`]. `skip_hash_check` is for
+    /// a copy of a data directory, which carries no snapshot hash. Unlike
+    /// [`NodeClient::bootstrap`], an etcd bootstrapped before is an error.
+    async fn bootstrap_recover(&self, node: &NodeRef, skip_hash_check: bool) -> Result<(), NodeError>;
 }
 
 /// What a `Bootstrap` call found.
@@ -221,5 +248,27 @@ impl NodeClient for TenantNodeClient {
         let (target, credentials) = self.connect(node).await?;
         let request = ResetRequest { graceful, reboot: true, wipe: WipeMode::All };
         Ok(self.api.reset(&target, &credentials, request).await?)
+    }
+
+    async fn etcd_snapshot(&self, node: &NodeRef) -> Result<SnapshotChunks, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        let chunks = self.api.etcd_snapshot(&target, &credentials).await?;
+        Ok(Box::pin(chunks.map(|chunk| chunk.map_err(NodeError::from))))
+    }
+
+    async fn etcd_forfeit_leadership(&self, node: &NodeRef) -> Result<Option<String>, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.etcd_forfeit_leadership(&target, &credentials).await?)
+    }
+
+    async fn etcd_recover(&self, node: &NodeRef, chunks: UploadStream) -> Result<(), NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.etcd_recover(&target, &credentials, chunks).await?)
+    }
+
+    async fn bootstrap_recover(&self, node: &NodeRef, skip_hash_check: bool) -> Result<(), NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        let request = BootstrapRequest { recover_etcd: true, recover_skip_hash_check: skip_hash_check };
+        Ok(self.api.bootstrap(&target, &credentials, request).await?)
     }
 }

@@ -17,7 +17,7 @@ use cms_reconciler::{Context, reconcile};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 use cms_tenancy::{
     Bootstrapped, Drain, EtcdMember, EtcdMemberStatus, KubeClient, KubeError, KubeNode, MachineConfigs,
-    NodeClient, NodeError, NodeRef, TenancyError,
+    NodeClient, NodeError, NodeRef, SnapshotChunks, TenancyError, UploadStream,
 };
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use serde_json::json;
@@ -226,6 +226,22 @@ impl NodeClient for AnsweringNodes {
     }
 
     async fn reset(&self, _node: &NodeRef, _graceful: bool) -> Result<(), NodeError> {
+        Ok(())
+    }
+
+    async fn etcd_snapshot(&self, _node: &NodeRef) -> Result<SnapshotChunks, NodeError> {
+        Ok(Box::pin(futures_util::stream::empty()))
+    }
+
+    async fn etcd_forfeit_leadership(&self, _node: &NodeRef) -> Result<Option<String>, NodeError> {
+        Ok(None)
+    }
+
+    async fn etcd_recover(&self, _node: &NodeRef, _chunks: UploadStream) -> Result<(), NodeError> {
+        Ok(())
+    }
+
+    async fn bootstrap_recover(&self, _node: &NodeRef, _skip_hash_check: bool) -> Result<(), NodeError> {
         Ok(())
     }
 }

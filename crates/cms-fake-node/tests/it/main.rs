@@ -3,6 +3,7 @@
 mod cluster;
 mod kube;
 mod kubectl;
+mod snapshot;
 
 use std::time::{Duration, Instant};
 

@@ -41,13 +41,35 @@ pub(super) struct Etcd {
     pub(super) left: Mutex<BTreeSet<String>>,
     /// Machines whose member does not answer.
     pub(super) silent: Mutex<BTreeSet<String>>,
-    /// Every membership call, as `leave <machine>` or `remove <machine> by <machine>`.
+    /// Every membership or leadership call and every upgrade, in order: `leave
+    /// <machine>`, `remove <machine> by <machine>`, `forfeit <machine>`,
+    /// `upgrade <machine>`.
     pub(super) changes: Mutex<Vec<String>>,
+    /// The machine whose member leads; the first member when unset.
+    pub(super) leader: Mutex<Option<String>>,
+    /// Members name no leader (as during an election).
+    pub(super) no_leader: AtomicBool,
 }
 
 impl Etcd {
     pub(super) fn new(inner: Arc<dyn NodeClient>, store: Arc<dyn Store>) -> Etcd {
-        Etcd { inner, store, left: Mutex::default(), silent: Mutex::default(), changes: Mutex::default() }
+        Etcd {
+            inner,
+            store,
+            left: Mutex::default(),
+            silent: Mutex::default(),
+            changes: Mutex::default(),
+            leader: Mutex::default(),
+            no_leader: AtomicBool::new(false),
+        }
+    }
+
+    /// The machine whose member leads.
+    fn leading(&self, tenant: &str) -> Option<String> {
+        let members = self.members(tenant);
+        let chosen = self.leader.lock().unwrap().clone();
+        let chosen = chosen.filter(|leader| members.iter().any(|(id, _)| id == leader));
+        chosen.or_else(|| members.first().map(|(id, _)| id.clone()))
     }
 
     fn members(&self, tenant: &str) -> Vec<(String, EtcdMember)> {
@@ -92,6 +114,7 @@ impl NodeClient for Etcd {
     }
 
     async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), NodeError> {
+        self.changes.lock().unwrap().push(format!("upgrade {}", node.machine));
         self.inner.upgrade(node, version).await
     }
 
@@ -106,10 +129,13 @@ impl NodeClient for Etcd {
 
     async fn etcd_status(&self, node: &NodeRef) -> Result<EtcdMemberStatus, NodeError> {
         self.check(node)?;
-        let members = self.members(&node.tenant);
+        let leader = match self.no_leader.load(Ordering::SeqCst) {
+            true => None,
+            false => self.leading(&node.tenant),
+        };
         Ok(EtcdMemberStatus {
             member_id: member_id(&node.machine),
-            leader: members.first().map(|(_, member)| member.id).unwrap_or_default(),
+            leader: leader.map(|machine| member_id(&machine)).unwrap_or_default(),
             protocol_version: "3.5.0".into(),
             db_size: 0,
             raft_index: 0,
@@ -117,6 +143,31 @@ impl NodeClient for Etcd {
             errors: Vec::new(),
             is_learner: false,
         })
+    }
+
+    async fn etcd_snapshot(&self, _: &NodeRef) -> Result<cms_tenancy::SnapshotChunks, NodeError> {
+        Err(super::refused("no snapshots from this fake"))
+    }
+
+    async fn etcd_recover(&self, _: &NodeRef, _: cms_tenancy::UploadStream) -> Result<(), NodeError> {
+        Err(super::refused("no recovery on this fake"))
+    }
+
+    async fn bootstrap_recover(&self, _: &NodeRef, _: bool) -> Result<(), NodeError> {
+        Err(super::refused("no recovery on this fake"))
+    }
+
+    async fn etcd_forfeit_leadership(&self, node: &NodeRef) -> Result<Option<String>, NodeError> {
+        self.check(node)?;
+        self.changes.lock().unwrap().push(format!("forfeit {}", node.machine));
+        if self.leading(&node.tenant).as_deref() != Some(node.machine.as_str()) {
+            return Ok(None);
+        }
+        let members = self.members(&node.tenant);
+        let next =
+            members.iter().find(|(id, _)| *id != node.machine).ok_or_else(|| super::refused("one member"))?;
+        *self.leader.lock().unwrap() = Some(next.0.clone());
+        Ok(Some(next.1.hostname.clone()))
     }
 
     async fn etcd_leave(&self, node: &NodeRef) -> Result<(), NodeError> {

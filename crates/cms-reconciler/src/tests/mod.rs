@@ -22,6 +22,7 @@ use crate::{Action, Context, reconcile};
 
 mod cluster;
 mod fakes;
+mod leader;
 
 use fakes::{Etcd, Kube};
 
@@ -446,6 +447,22 @@ impl NodeClient for Upgradable {
         Err(refused("not asked here"))
     }
 
+    async fn etcd_snapshot(&self, _: &NodeRef) -> Result<cms_tenancy::SnapshotChunks, NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn etcd_forfeit_leadership(&self, _: &NodeRef) -> Result<Option<String>, NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn etcd_recover(&self, _: &NodeRef, _: cms_tenancy::UploadStream) -> Result<(), NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn bootstrap_recover(&self, _: &NodeRef, _: bool) -> Result<(), NodeError> {
+        Err(refused("not asked here"))
+    }
+
     async fn apply_config(
         &self,
         _node: &cms_tenancy::NodeRef,
@@ -526,7 +543,8 @@ async fn talos_upgrades_roll_control_planes_one_at_a_time_then_workers_in_batche
         break;
     }
     let order = nodes.upgrades.lock().unwrap().clone();
-    assert_eq!(&order[..3], ["cp-0", "cp-1", "cp-2"]);
+    // cp-0 leads etcd (the fake's first member), so it goes last.
+    assert_eq!(&order[..3], ["cp-1", "cp-2", "cp-0"]);
     let mut workers = order[3..].to_vec();
     workers.sort();
     assert_eq!(workers, ["workers-0", "workers-1", "workers-2"]);
@@ -549,7 +567,8 @@ async fn a_failed_upgrade_pauses_until_the_annotation_goes() {
         reconcile("acme", &f.ctx).await.unwrap();
     }
     let paused = tenant(f.store.as_ref(), "acme");
-    assert_eq!(nodes.upgrades.lock().unwrap().clone(), ["cp-0", "cp-1"], "nothing after the failure");
+    // cp-0 leads etcd, so cp-1 is the first upgraded, and fails.
+    assert_eq!(nodes.upgrades.lock().unwrap().clone(), ["cp-1"], "nothing after the failure");
     assert!(paused.status.message.as_deref().unwrap().contains("the disk is full"));
     assert_eq!(condition(&paused.status, crate::UPGRADING).reason, "Paused");
     assert!(paused.metadata.annotations.contains_key(crate::PAUSED_ANNOTATION));
@@ -562,7 +581,7 @@ async fn a_failed_upgrade_pauses_until_the_annotation_goes() {
         reconcile("acme", &f.ctx).await.unwrap();
     }
     assert!(tenant(f.store.as_ref(), "acme").status.ready);
-    assert_eq!(nodes.upgrades.lock().unwrap().len(), 2 + 5);
+    assert_eq!(nodes.upgrades.lock().unwrap().len(), 1 + 6);
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! The store's integration tests: the conformance suite on SQLite and on
-//! PostgreSQL, and what only several replicas on PostgreSQL can show.
+//! PostgreSQL, and what only several replicas on PostgreSQL can show; the
+//! embedded database's backup and restore.
 
+mod backup;
 mod outage;
 mod postgres;
 mod proxy;

@@ -11,6 +11,8 @@ use cms_tenancy::{Secrets, SecretsOptions, Tenancy, TenancyError};
 use futures_util::StreamExt;
 use tempfile::TempDir;
 
+mod nodes;
+
 /// A tenancy over a fresh store, and the directory that holds it.
 async fn tenancy() -> (Tenancy, TempDir) {
     let dir = tempfile::tempdir().expect("a temporary directory");
