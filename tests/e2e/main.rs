@@ -8,6 +8,7 @@ mod api_guide;
 mod audit;
 mod auth;
 mod backup;
+mod backups;
 mod cli_accounts;
 mod cli_health;
 mod cli_provisioning;

@@ -28,6 +28,8 @@ pub enum Permission {
     OwnTokens,
     /// Read the audit log.
     ReadAudit,
+    /// Restore a tenant's etcd from a backup, which replaces the cluster's state.
+    RestoreBackup,
 }
 
 const ALL: &[UserRole] = &[UserRole::View, UserRole::Edit, UserRole::Admin];
@@ -47,11 +49,12 @@ const MATRIX: &[(Permission, &[UserRole])] = &[
     (Permission::ManageUsers, ADMINS),
     (Permission::OwnTokens, ALL),
     (Permission::ReadAudit, ADMINS),
+    (Permission::RestoreBackup, ADMINS),
 ];
 
 impl Permission {
     /// Every permission.
-    pub const ALL: [Permission; 11] = [
+    pub const ALL: [Permission; 12] = [
         Permission::Read,
         Permission::ReadClientConfig,
         Permission::ReadMachineConfig,
@@ -63,6 +66,7 @@ impl Permission {
         Permission::ManageUsers,
         Permission::OwnTokens,
         Permission::ReadAudit,
+        Permission::RestoreBackup,
     ];
 
     /// Whether `role` holds this permission.
@@ -84,6 +88,7 @@ impl Permission {
             Permission::ManageUsers => "manage users",
             Permission::OwnTokens => "manage its tokens",
             Permission::ReadAudit => "read the audit log",
+            Permission::RestoreBackup => "restore tenant backups",
         }
     }
 }

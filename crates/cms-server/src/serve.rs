@@ -10,10 +10,11 @@ use cms_auth::{
     AuthError, AuthOptions, Authenticator, BOOTSTRAP_ADMIN, FirstAdmin, LoginsHeld, bootstrap_admin,
     create_first_admin,
 };
+use cms_backup::{Backups, DirStore};
 use cms_prober::{Prober, ProberOptions, SystemClock};
 use cms_service::{AppState, HttpService, ServiceOptions};
 use cms_store::{DatabaseLock, SqlStore, StoreOptions};
-use cms_tenancy::{SealedCredentials, Secrets, Tenancy, talos_node_api};
+use cms_tenancy::{SealedCredentials, Secrets, Tenancy, TenantNodeClient, talos_node_api};
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -85,7 +86,9 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         .provisioning
         .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
     let tenancy = Tenancy::new(store.clone(), secrets.clone());
-    let state = AppState::new(tenancy, auth, store.clone(), prober(store, secrets.clone()), options);
+    let backups = backups(&settings, store.clone(), secrets.clone());
+    let state = AppState::new(tenancy, auth, store.clone(), prober(store, secrets.clone()), options)
+        .with_backups(backups);
     let shutdown = state.shutdown.clone();
     let mut server = HttpService::start(&settings.listen, state, DRAIN)
         .with_context(|| format!("could not listen on {}", settings.listen))?;
@@ -117,6 +120,20 @@ fn prober(store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Arc<Prober> {
     let client = talos_node_api(options.per_machine);
     Arc::new(Prober::new(store, credentials, client, Arc::new(SystemClock), options))
 }
+
+/// Tenants' etcd backups, in `<data dir>/backups`, taken and restored
+/// with the real node API client, each step of a transfer bounded by
+/// [`BACKUP_STEP_TIMEOUT`].
+fn backups(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Backups {
+    let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets.clone()));
+    let nodes = Arc::new(TenantNodeClient::new(talos_node_api(BACKUP_STEP_TIMEOUT), credentials));
+    let objects = Arc::new(DirStore::new(settings.data_dir.join("backups")));
+    Backups::new(store, nodes, secrets, objects)
+}
+
+/// How long each step of a node API call for a backup may take: the node
+/// starting to answer, each chunk after the one before.
+const BACKUP_STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The authenticator, with the login signing key.
 async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Result<Authenticator> {

@@ -1,6 +1,8 @@
 //! The audit middleware: every mutating request (POST, PUT, PATCH, DELETE),
 //! whether it succeeded, was denied or failed, becomes one audit record
 //! before its answer leaves, so an acknowledged change is always on record.
+//! So does a read whose handler asks for it ([`note_recorded_read`]): a
+//! backup's download.
 //!
 //! A record says who asked (the caller the route's guard or the web console
 //! identified, the user name a login attempted, or `anonymous`), what
@@ -41,6 +43,16 @@ pub(crate) fn note_created(req: &HttpRequest, name: &str) {
     req.extensions_mut().insert(CreatedName(clipped(name)));
 }
 
+/// Marks a read to be recorded as a mutation is.
+#[derive(Debug, Clone, Copy)]
+struct RecordedRead;
+
+/// Has this read (a GET) recorded too: a download of a tenant's etcd
+/// backup, which holds every Secret of its cluster.
+pub(crate) fn note_recorded_read(req: &HttpRequest) {
+    req.extensions_mut().insert(RecordedRead);
+}
+
 /// Notes, for the audit record, the user name a login attempts (never the
 /// password).
 pub(crate) fn note_login(req: &HttpRequest, user: &str) {
@@ -66,10 +78,20 @@ pub(crate) async fn record(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    if !mutating(req.method()) {
-        return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
-    }
     let audit = req.app_data::<web::Data<AppState>>().map(|state| state.audit.clone());
+    if !mutating(req.method()) {
+        let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+        if let Ok(response) = &result {
+            let request = response.request();
+            if request.extensions().contains::<RecordedRead>() {
+                let line = RequestLine::of(request, request.match_pattern());
+                let status = response.status().as_u16();
+                let record = entry(line, Some(&request.extensions()), status, Utc::now());
+                write(audit, record).await;
+            }
+        }
+        return result;
+    }
     // Routing needs the request to itself, so what the record takes from it
     // is copied now, and the notes of the guard and handlers read after.
     let line = RequestLine::of(req.request(), req.match_pattern());
@@ -81,6 +103,12 @@ pub(crate) async fn record(
         // No inner service answered, so nothing noted who asked.
         Err(err) => entry(line, None, err.as_response_error().status_code().as_u16(), Utc::now()),
     };
+    write(audit, entry).await;
+    result
+}
+
+/// Writes `entry` to the audit log; a failure is logged only.
+async fn write(audit: Option<std::sync::Arc<dyn cms_store::Audit>>, entry: AuditEntry) {
     match audit {
         None => {
             tracing::warn!(path = entry.path, "no audit log in the application state: request not recorded")
@@ -92,7 +120,6 @@ pub(crate) async fn record(
             }
         }
     }
-    result
 }
 
 /// What a record takes from the request line and the route.
@@ -173,7 +200,7 @@ fn target(pattern: &str, path: &str, created: Option<&str>) -> Option<AuditTarge
     let name = name.or(created).map(str::to_string);
     let tenant = match kind {
         "Tenant" => name.clone(),
-        "NodeGroup" | "ConfigPatch" | "Machine" => tenant.map(str::to_string),
+        "NodeGroup" | "ConfigPatch" | "Machine" | "Backup" => tenant.map(str::to_string),
         _ => None,
     };
     Some(AuditTarget { kind: kind.to_string(), tenant, name })
@@ -188,6 +215,7 @@ fn kind_of(segment: &str) -> Option<&'static str> {
         "machines" => Some("Machine"),
         "users" => Some("User"),
         "tokens" => Some("ApiToken"),
+        "backups" => Some("Backup"),
         _ => None,
     }
 }

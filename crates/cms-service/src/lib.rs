@@ -13,7 +13,7 @@
 //! Where things are: `routes.rs`, the route table with each route's
 //! permission, enforced by `auth.rs`. One module per resource: `tenants.rs`,
 //! `children.rs` (node groups and config patches), `machines.rs`,
-//! `machine_config.rs`, `downloads.rs`, `projected.rs`, `health.rs`,
+//! `machine_config.rs`, `downloads.rs`, `backups.rs` (etcd backups), `projected.rs`, `health.rs`,
 //! `users.rs`, `tokens.rs`, `login.rs`, `audit_log.rs`, and `ops.rs` for
 //! `/healthz`, `/readyz`, `/version`; `console.rs` hands the console's paths
 //! to it. Handlers parse (`body.rs`, `query.rs`),
@@ -30,6 +30,7 @@
 mod audit;
 mod audit_log;
 mod auth;
+mod backups;
 mod body;
 mod children;
 mod console;

@@ -7,15 +7,15 @@ use actix_web::middleware::from_fn;
 use actix_web::web;
 use cms_auth::Permission::{
     Delete, DeleteTenant, ManageUsers, OwnTokens, Read, ReadAudit, ReadClientConfig, ReadMachineConfig,
-    ReadSecrets, Write, WriteMachineStatus,
+    ReadSecrets, RestoreBackup, Write, WriteMachineStatus,
 };
 
 use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    audit_log, downloads, health, login, machine_config, machines, metrics, openapi, ops, projected, tenants,
-    tokens, users,
+    audit_log, backups, downloads, health, login, machine_config, machines, metrics, openapi, ops, projected,
+    tenants, tokens, users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -83,6 +83,14 @@ table! {
     api "/tenants/{name}/secrets" { GET => downloads::secrets, needs(ReadSecrets); }
     api "/tenants/{name}/health" { GET => health::tenant, needs(Read); }
     api "/health" { GET => health::all, needs(Read); }
+    api "/tenants/{name}/backups" {
+        GET => backups::list, needs(Read);
+        POST => backups::take, needs(Write);
+    }
+    api "/tenants/{name}/backups/{id}" { GET => backups::get, needs(Read); }
+    // The snapshot holds every Secret of the tenant's cluster.
+    api "/tenants/{name}/backups/{id}/download" { GET => backups::download, needs(ReadSecrets); }
+    api "/tenants/{name}/backups/{id}/restore" { POST => backups::restore, needs(RestoreBackup); }
     api "/tenants/{tenant}/node-groups" {
         GET => children::list::<NodeGroups>, needs(Read);
         POST => children::create::<NodeGroups>, needs(Write);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cms_auth::Authenticator;
+use cms_backup::Backups;
 use cms_console::{Console, ConsoleOptions};
 use cms_prober::Prober;
 use cms_store::{Audit, Store};
@@ -72,6 +73,9 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The web console, over the same tenancy, authenticator and shutdown.
     pub console: Console,
+    /// Tenants' etcd backups; `None` until [`AppState::with_backups`], when
+    /// the backup routes answer 503.
+    pub backups: Option<Backups>,
 }
 
 impl AppState {
@@ -95,12 +99,18 @@ impl AppState {
             console_options,
             shutdown.clone(),
         );
-        AppState { tenancy, auth, audit, prober, options, shutdown, console }
+        AppState { tenancy, auth, audit, prober, options, shutdown, console, backups: None }
     }
 
     /// The tenancy's store, for reads and watches.
     pub fn store(&self) -> &Arc<dyn Store> {
         self.tenancy.store()
+    }
+
+    /// Serves tenants' etcd backups from `backups`.
+    pub fn with_backups(mut self, backups: Backups) -> AppState {
+        self.backups = Some(backups);
+        self
     }
 
     /// Replaces the prober, the API's and the console's.

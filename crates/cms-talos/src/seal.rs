@@ -158,6 +158,24 @@ impl Sealer {
         Ok(Blob::parse(sealed)?.key_id)
     }
 
+    /// A 256-bit key for data encrypted apart from sealed blobs, such as a
+    /// stream too large for [`Sealer::seal`]: HKDF-SHA256 with the key
+    /// `key_id` (the current one or an older one) as input keying material
+    /// and `context` as info. The same key id and context give the same key;
+    /// a different context gives an unrelated one. Fails with
+    /// [`TalosError::UnknownKey`] when `key_id` is not configured.
+    pub fn derive_key(&self, key_id: &str, context: &[u8]) -> Result<SecretBox<[u8; 32]>> {
+        let key = self
+            .keys()
+            .find(|key| key.id == key_id)
+            .ok_or_else(|| TalosError::UnknownKey { key_id: key_id.to_string() })?;
+        let mut derived = Box::new([0u8; 32]);
+        hkdf::Hkdf::<sha2::Sha256>::new(Some(MAGIC), key.key.expose_secret())
+            .expand(context, derived.as_mut())
+            .map_err(|_| TalosError::Crypto("key derivation failed".into()))?;
+        Ok(SecretBox::new(derived))
+    }
+
     /// Seals a known value, to be stored once and checked at every start.
     pub fn seal_canary(&self) -> Result<Vec<u8>> {
         self.seal("", CANARY_PURPOSE, CANARY_PLAINTEXT)
@@ -230,6 +248,18 @@ mod tests {
         assert!(sealer.open("acme", "bundle", &tampered).is_err());
         assert!(matches!(sealer.open("acme", "bundle", &blob[..20]), Err(TalosError::Corrupt(_))));
         assert!(!blob.windows(6).any(|w| w == b"secret"));
+    }
+
+    #[test]
+    fn derived_keys_follow_the_key_and_the_context() {
+        let old = SealingKey::new("old", [7; 32]).unwrap();
+        let sealer = Sealer::with_previous(SealingKey::new("new", [9; 32]).unwrap(), vec![old]).unwrap();
+        let key = |id: &str, context: &[u8]| *sealer.derive_key(id, context).unwrap().expose_secret();
+        assert_eq!(key("new", b"a"), key("new", b"a"));
+        assert_ne!(key("new", b"a"), key("new", b"b"));
+        assert_ne!(key("new", b"a"), key("old", b"a"));
+        assert_ne!(key("new", b"a"), [9; 32]);
+        assert!(matches!(sealer.derive_key("gone", b"a"), Err(TalosError::UnknownKey { .. })));
     }
 
     #[test]

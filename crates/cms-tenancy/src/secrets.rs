@@ -90,6 +90,12 @@ impl Secrets {
         &self.options
     }
 
+    /// The sealer the bundles are sealed with, for other data kept under
+    /// the same keys (etcd backups derive their keys from it).
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
+    }
+
     /// How many pre-generated keys are ready.
     pub fn keys_ready(&self) -> usize {
         self.pool.ready()

@@ -35,6 +35,10 @@ pub(super) const EDGES: &[(&str, &str, &str)] = &[
     ("cms-prober", "cms-store", "the prober reads the tenants and machines it probes from the store"),
     ("cms-prober", "cms-nodeapi", "a health probe is a node API call"),
     ("cms-prober", "cms-tenancy", "node API credentials come through the application layer's adapters"),
+    ("cms-backup", "cms-model", "a backup is taken from the control planes of the model's tenants"),
+    ("cms-backup", "cms-store", "it finds a tenant's control-plane machines in the store"),
+    ("cms-backup", "cms-talos", "backup keys are derived from the service's sealing key"),
+    ("cms-backup", "cms-tenancy", "snapshots and restores go through tenancy's node client seam"),
     ("cms-tofu", "cms-model", "workspaces are generated from the model's providers and machines"),
     ("cms-reconciler", "cms-model", "the reconciler converges the model's tenants and writes their status"),
     ("cms-reconciler", "cms-store", "it watches the store and writes status back by compare-and-set"),
@@ -46,6 +50,7 @@ pub(super) const EDGES: &[(&str, &str, &str)] = &[
     ("cms-console", "cms-talos", "failures of Talos interop get the statuses the API gives them"),
     ("cms-console", "cms-tenancy", "every change goes through tenancy, as the API's handlers do"),
     ("cms-console", "cms-prober", "the tenant page shows the last health probe and probes on request"),
+    ("cms-service", "cms-backup", "the backup routes take, list, download and restore etcd backups"),
     ("cms-service", "cms-console", "the HTTP server mounts the web console beside the API"),
     ("cms-service", "cms-model", "the API speaks the model's wire types and validates by its rules"),
     ("cms-service", "cms-store", "handlers read, write and watch resources in the store"),
@@ -61,6 +66,7 @@ pub(super) const EDGES: &[(&str, &str, &str)] = &[
     ("cms-server", "cms-prober", "the binary starts the prober with its cache and clock"),
     ("cms-server", "cms-reconciler", "the binary runs the reconcile controller under a store lease"),
     ("cms-server", "cms-service", "the binary serves the HTTP API"),
+    ("cms-server", "cms-backup", "the binary keeps etcd backups in a directory under its data dir"),
     ("cms-cli", "cms-model", "the client shares the wire types and nothing else: HTTP only"),
 ];
 

@@ -111,6 +111,7 @@ const PATCHES: &str = "config-patches";
 const MACHINES: &str = "machines";
 const PROJECTED: &str = "projected";
 const HEALTH: &str = "health";
+const BACKUPS: &str = "backups";
 const USERS: &str = "users";
 const TOKENS: &str = "tokens";
 const AUDIT: &str = "audit";
@@ -124,6 +125,7 @@ pub(super) const TAGS: &[(&str, &str)] = &[
     (MACHINES, "Machines, created by the reconciler."),
     (PROJECTED, "What the provisioning tool created, read-only."),
     (HEALTH, "Cluster health, probed on request."),
+    (BACKUPS, "A tenant's etcd backups: taken on demand, kept encrypted, restored by admins."),
     (USERS, "Users and their roles (admins only)."),
     (TOKENS, "API tokens: each user manages their own, admins everyone's."),
     (AUDIT, "The audit log of every mutation (admins only)."),
@@ -237,6 +239,28 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         ("GET", "/tenants/{name}/health") => Doc::new("getTenantHealth", HEALTH, "Probe a tenant's nodes")
             .about("Asks the machines over the node API, 2 s each; results are cached 15 s per tenant.")
             .ok(200, Success::Json("Health")),
+        ("GET", "/tenants/{name}/backups") => {
+            Doc::new("listBackups", BACKUPS, "List a tenant's etcd backups").ok(200, Success::Json("BackupList"))
+        }
+        ("POST", "/tenants/{name}/backups") => Doc::new("takeBackup", BACKUPS, "Take an etcd backup now")
+            .about("From a healthy control plane, a follower before the leader; encrypted as it streams.")
+            .ok(201, Success::Json("Backup"))
+            .error(409, "no control plane answers, or a backup or restore of the tenant is running"),
+        ("GET", "/tenants/{name}/backups/{id}") => {
+            Doc::new("getBackup", BACKUPS, "Read a backup's record").ok(200, Success::Json("Backup"))
+        }
+        ("GET", "/tenants/{name}/backups/{id}/download") => {
+            Doc::new("downloadBackup", BACKUPS, "Download the etcd snapshot, decrypted")
+                .about("Admins only: it holds every Secret of the cluster. Verified as it streams; a backup found altered ends the transfer early. `X-Content-SHA256` carries the recorded SHA-256.")
+                .ok(200, Success::Text("application/octet-stream"))
+                .error(409, "the backup does not verify")
+        }
+        ("POST", "/tenants/{name}/backups/{id}/restore") => {
+            Doc::new("restoreBackup", BACKUPS, "Restore the tenant's etcd from a backup")
+                .about("Admins only. Verifies the whole backup, uploads it to the first control plane whose etcd waits for its bootstrap, and bootstraps etcd from it (docs/backups.md).")
+                .ok(200, Success::Json("RestoreResult"))
+                .error(409, "the backup does not verify, a backup or restore is running, or no control plane takes it")
+        }
         ("GET", "/health") => {
             Doc::new("listHealth", HEALTH, "Probe every tenant").ok(200, Success::Json("HealthList"))
         }

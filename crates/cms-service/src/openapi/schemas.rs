@@ -2,6 +2,7 @@
 //! built here because they are generic (`{metadata, spec, status}`, lists)
 //! or differ between requests and responses (a user's write-only password).
 
+use cms_backup::Backup;
 use cms_model::{
     ApiTokenSpec, ApiTokenStatus, AuditRecord, ConfigPatchSpec, ConfigPatchStatus, LoginRequest,
     LoginResponse, MachineSpec, MachineStatus, MetalHost, NodeGroupSpec, NodeGroupStatus, ObjectMeta,
@@ -13,6 +14,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ComponentsBuilder, RefOr};
 
+use crate::backups::{BackupList, RestoreResult};
 use crate::error::ErrorBody;
 use crate::ops::BuildInfo;
 
@@ -40,6 +42,9 @@ use crate::ops::BuildInfo;
     LoginResponse,
     AuditRecord,
     Health,
+    Backup,
+    BackupList,
+    RestoreResult,
     BuildInfo,
     ErrorBody,
 )))]

@@ -2,6 +2,7 @@
 
 mod accounts;
 mod audit;
+mod backups;
 mod console;
 mod downloads;
 mod errors;
@@ -20,12 +21,13 @@ use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use bytes::Bytes;
 use cms_auth::{AuthOptions, Authenticator, bootstrap_admin};
+use cms_backup::{Backups, DirStore};
 use cms_model::UserRole;
 use cms_prober::{Clock, Prober, ProberOptions, SystemClock};
 use cms_service::{AppState, ServiceOptions, app};
 use cms_store::{SqlStore, StoreOptions};
 use cms_talos::{Sealer, SealingKey};
-use cms_tenancy::{SealedCredentials, Secrets, SecretsOptions, Tenancy};
+use cms_tenancy::{SealedCredentials, Secrets, SecretsOptions, Tenancy, TenantNodeClient};
 use secrecy::SecretString;
 use serde_json::Value;
 use tempfile::TempDir;
@@ -110,9 +112,20 @@ pub(crate) async fn harness_with(
     let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
     let tenancy = Tenancy::new(store.clone(), secrets.expect("secrets"));
     let prober = prober(&tenancy, Arc::new(SystemClock), ProberOptions::default());
-    let state = AppState::new(tenancy, auth, store.clone(), prober, options);
+    let state = AppState::new(tenancy.clone(), auth, store.clone(), prober, options)
+        .with_backups(backups(&tenancy, &dir));
     let service = test::init_service(app(state.clone())).await;
     Harness { service, store, state, token, _dir: dir }
+}
+
+/// Backups in the harness's directory, over the real node API client.
+fn backups(tenancy: &Tenancy, dir: &TempDir) -> Backups {
+    let store = tenancy.store().clone();
+    let credentials = Arc::new(SealedCredentials::new(store.clone(), tenancy.secrets().clone()));
+    let nodes =
+        TenantNodeClient::new(cms_tenancy::talos_node_api(std::time::Duration::from_secs(2)), credentials);
+    let objects = Arc::new(DirStore::new(dir.path().join("backups")));
+    Backups::new(store, Arc::new(nodes), tenancy.secrets().clone(), objects)
 }
 
 /// A prober on the real node API client over `tenancy`'s store and secrets.

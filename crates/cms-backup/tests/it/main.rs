@@ -1,0 +1,23 @@
+//! cms-backup's tests: the file format's round trip and tamper detection,
+//! streaming without holding a backup, and the directory store.
+
+mod format;
+mod store;
+
+use bytes::Bytes;
+use cms_backup::{BackupError, ByteStream};
+use futures_util::StreamExt;
+
+/// A stream of `chunks`, as a backup store or a node gives them.
+fn stream_of(chunks: Vec<Vec<u8>>) -> ByteStream {
+    Box::pin(futures_util::stream::iter(chunks.into_iter().map(|chunk| Ok(Bytes::from(chunk)))))
+}
+
+/// Everything `stream` gives, or its first error.
+async fn collect(mut stream: ByteStream) -> Result<Vec<u8>, BackupError> {
+    let mut all = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        all.extend_from_slice(&chunk?);
+    }
+    Ok(all)
+}
