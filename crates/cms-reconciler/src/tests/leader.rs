@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Fixture, Upgradable, condition, fixture, tenant, upgradable_tenant};
+use super::upgrades::{Upgradable, upgradable_tenant};
+use super::{Fixture, condition, fixture, tenant};
 use crate::reconcile;
 
 /// A tenant of 3 control planes and 3 workers, converged on 1.14.0, then
