@@ -87,6 +87,28 @@ async fn a_backup_is_taken_downloaded_refused_when_corrupt_and_restored() {
     assert_eq!(bootstraps.len(), 1, "{bootstraps:?}");
     assert_eq!(bootstraps[0]["payload"]["recoverEtcd"], true, "{bootstraps:?}");
     assert_eq!(cluster.etcd.restored_from().as_deref(), Some(expected.as_str()));
+    // The tenant shows the restore in its `Restoring` condition, and the
+    // backup in its status.
+    let tenant = api.get("/api/v1/tenants/acme").await.expect(200);
+    let conditions = tenant["status"]["conditions"].as_array().unwrap();
+    let restoring = conditions.iter().find(|condition| condition["type"] == "Restoring").expect("Restoring");
+    assert_eq!(
+        (restoring["status"].as_str(), restoring["reason"].as_str()),
+        (Some("False"), Some("Restored"))
+    );
+    assert!(restoring["message"].as_str().unwrap().contains(&id), "{restoring}");
+    assert_eq!(tenant["status"]["backups"]["lastSuccess"]["id"], id.as_str(), "{tenant}");
+
+    // Deleting a backup is for admins; a deleted backup is gone.
+    let password = "backup-editor-password";
+    let user = json!({"metadata": {"name": "backup-editor"}, "spec": {"role": "edit", "password": password}});
+    api.post("/api/v1/users", &user).await.expect(201);
+    let editor = cms_e2e::Api::new(server.addr()).login("backup-editor", password).await;
+    editor.delete(&item).await.expect_error(403, "Forbidden");
+    api.delete(&item).await.expect_empty(204);
+    api.get(&item).await.expect_error(404, "NotFound");
+    assert!(!file.exists(), "the file goes with the record");
+    api.delete(&item).await.expect_error(404, "NotFound");
 
     // The audit log has the backup, the download and both restores.
     let audit = api.get("/api/v1/audit?tenant=acme").await.expect(200);
@@ -101,6 +123,7 @@ async fn a_backup_is_taken_downloaded_refused_when_corrupt_and_restored() {
         "POST /api/v1/tenants/acme/backups".to_string(),
         format!("GET {item}/download"),
         format!("POST {item}/restore"),
+        format!("DELETE {item}"),
     ];
     for want in wanted {
         assert!(routes.contains(&want), "{want} not in {routes:?}");

@@ -16,16 +16,16 @@ use crate::durability::acknowledged_writes_survive_kill_9_on;
 use crate::provisioning::{CONVERGE, Engine, eventually, metal_tenant, provisioned};
 
 /// The sealing key every replica shares: standard base64 of 32 bytes.
-const SECRETS_KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
+pub(crate) const SECRETS_KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
 
 /// A replica of the service on the database at `url`.
-fn replica(options: ServerOptions, url: &str) -> ServerOptions {
+pub(crate) fn replica(options: ServerOptions, url: &str) -> ServerOptions {
     options.env("CMS_DATABASE_URL", url).env("CMS_SECRETS_KEY", SECRETS_KEY).env("CMS_SECRETS_KEY_ID", "e2e")
 }
 
 /// A fresh database on the shared PostgreSQL server; the test server
 /// speaks no TLS, which the tool's `pg` backend otherwise requires.
-fn database() -> String {
+pub(crate) fn database() -> String {
     format!("{}?sslmode=disable", PgServer::shared().database())
 }
 

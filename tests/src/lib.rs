@@ -17,6 +17,8 @@
 //! fake cluster in this process: fake nodes sharing an etcd, and a fake
 //! Kubernetes API server they register with.
 //!
+//! [`s3::MotoServer`] runs moto's S3 API for the S3 backup store's tests.
+//!
 //! [`browser::Browser`] drives headless Chromium through chromedriver, for
 //! the web console's tests, with accessibility checks by a vendored axe-core.
 //!
@@ -32,6 +34,7 @@ pub mod commands;
 pub mod fixtures;
 pub mod nodes;
 pub mod raw;
+pub mod s3;
 mod server;
 mod watch;
 

@@ -17,7 +17,8 @@ const TEST_LIMIT: Duration = Duration::from_secs(40 * 60);
 /// and nextest for the rest, or `cargo test` alone without nextest.
 pub(crate) fn run_all() -> Result<Timings> {
     let mut timings = Timings::default();
-    let engine = timings.measure("test engine", test_engine)?;
+    let mut engine = timings.measure("test engine", test_engine)?;
+    engine.extend(timings.measure("test S3 API", test_s3)?);
     timings.run("build binaries", &mut cargo(["build", "--workspace", "--bins"]), BUILD_LIMIT)?;
     if on_path("cargo-nextest") {
         // Doctests first, so that the run closes on nextest's summary of every test.
@@ -42,7 +43,8 @@ pub(crate) fn run_all() -> Result<Timings> {
 /// end-to-end test binary, passing `args` to the test runner.
 pub(crate) fn run_e2e(args: &[String]) -> Result<()> {
     let mut timings = Timings::default();
-    let engine = timings.measure("test engine", test_engine)?;
+    let mut engine = timings.measure("test engine", test_engine)?;
+    engine.extend(timings.measure("test S3 API", test_s3)?);
     timings.run(
         "build cms-server, cms and cms-fake-node",
         &mut cargo([
@@ -94,4 +96,18 @@ pub(crate) fn test_engine() -> Result<Vec<(String, String)>> {
         ("CMS_TEST_TOFU".to_string(), shim.clone()),
         ("TF_CLI_CONFIG_FILE".to_string(), venv.join("empty.tfrc").display().to_string()),
     ])
+}
+
+/// Installs the S3 API of the backup store's tests with `.ci/moto-server`
+/// (moto's server in a venv) and returns the variable that points the tests
+/// at it: `CMS_TEST_MOTO`.
+pub(crate) fn test_s3() -> Result<Vec<(String, String)>> {
+    let output = std::process::Command::new("bash")
+        .arg(workspace_root().join(".ci/moto-server"))
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(output.status.success(), ".ci/moto-server failed: {}", output.status);
+    let server = String::from_utf8(output.stdout)?.trim().to_string();
+    println!("test S3 API: {server}");
+    Ok(vec![("CMS_TEST_MOTO".to_string(), server)])
 }

@@ -28,7 +28,8 @@ pub enum Permission {
     OwnTokens,
     /// Read the audit log.
     ReadAudit,
-    /// Restore a tenant's etcd from a backup, which replaces the cluster's state.
+    /// Restore a tenant's etcd from a backup, which replaces the cluster's
+    /// state, or delete a backup; both lose what cannot be got back.
     RestoreBackup,
 }
 
@@ -88,7 +89,7 @@ impl Permission {
             Permission::ManageUsers => "manage users",
             Permission::OwnTokens => "manage its tokens",
             Permission::ReadAudit => "read the audit log",
-            Permission::RestoreBackup => "restore tenant backups",
+            Permission::RestoreBackup => "restore or delete tenant backups",
         }
     }
 }

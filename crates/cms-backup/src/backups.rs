@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::error::BackupError;
 use crate::format::{self, Binding};
 use crate::nodes::{control_planes, snapshot_source};
+use crate::outcome::{self, Trigger};
 use crate::record::{Backup, file_key, is_id, new_id, record_key};
 use crate::store::{BackupStore, ByteStream};
 
@@ -54,8 +55,25 @@ impl Backups {
         Backups { store, nodes, secrets, objects, busy: Arc::default() }
     }
 
-    /// Takes a backup of `tenant` now, from a healthy control plane.
+    /// The store of the tenants backed up.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Takes a backup of `tenant` now, from a healthy control plane, and
+    /// records the outcome in the tenant's `status.backups` and the metrics.
     pub async fn take(&self, tenant: &str) -> Result<Backup, BackupError> {
+        self.take_as(tenant, Trigger::OnDemand).await
+    }
+
+    /// [`Backups::take`], counted in the metrics under `trigger`.
+    pub(crate) async fn take_as(&self, tenant: &str, trigger: Trigger) -> Result<Backup, BackupError> {
+        let result = self.snapshot(tenant).await;
+        outcome::record(self.store.as_ref(), tenant, trigger, &result).await;
+        result
+    }
+
+    async fn snapshot(&self, tenant: &str) -> Result<Backup, BackupError> {
         let sources = control_planes(self.store.as_ref(), tenant)?;
         let _busy = self.hold(tenant)?;
         let (node, etcd_version) = snapshot_source(self.nodes.as_ref(), tenant, sources).await?;
@@ -120,6 +138,33 @@ impl Backups {
         self.record(tenant, id).await
     }
 
+    /// Deletes the backup `id` of `tenant`: its record first, so that it is
+    /// no longer listed, then its file.
+    pub async fn delete(&self, tenant: &str, id: &str) -> Result<Backup, BackupError> {
+        let backup = self.get(tenant, id).await?;
+        self.objects.delete(&record_key(tenant, id)).await?;
+        self.objects.delete(&file_key(tenant, id)).await?;
+        tracing::info!(tenant, backup = %id, "deleted an etcd backup");
+        Ok(backup)
+    }
+
+    /// Deletes the oldest backups of `tenant` beyond the newest `retain`;
+    /// gives the ids deleted, oldest first.
+    pub async fn prune(&self, tenant: &str, retain: usize) -> Result<Vec<String>, BackupError> {
+        let backups = self.list(tenant).await?;
+        let surplus = backups.len().saturating_sub(retain);
+        let mut deleted = Vec::with_capacity(surplus);
+        for backup in backups.into_iter().take(surplus) {
+            self.objects.delete(&record_key(tenant, &backup.id)).await?;
+            self.objects.delete(&file_key(tenant, &backup.id)).await?;
+            deleted.push(backup.id);
+        }
+        if !deleted.is_empty() {
+            tracing::info!(tenant, deleted = ?deleted, retain, "pruned etcd backups");
+        }
+        Ok(deleted)
+    }
+
     /// The snapshot of the backup `id`, decrypted as it is read. Each chunk
     /// is verified before it is given; the stream ends with an error if the
     /// file was altered or its SHA-256 is not the recorded one.
@@ -152,13 +197,29 @@ impl Backups {
             tenant: tenant.to_string(),
             why: "it has no control plane with an address".to_string(),
         })?;
-        self.upload(&node, tenant, id).await?;
-        self.nodes
-            .bootstrap_recover(&node, false)
-            .await
-            .map_err(|source| BackupError::Node { machine: node.machine.clone(), source })?;
-        tracing::info!(tenant, backup = %id, machine = %node.machine, "restored etcd from a backup");
-        Ok(Restored { backup, machine: node.machine })
+        let store = self.store.as_ref();
+        let message = format!("restoring backup {id} onto {}", node.machine);
+        outcome::restoring(store, tenant, true, "Restoring", &message).await;
+        let result = async {
+            self.upload(&node, tenant, id).await?;
+            self.nodes
+                .bootstrap_recover(&node, false)
+                .await
+                .map_err(|source| BackupError::Node { machine: node.machine.clone(), source })
+        }
+        .await;
+        match &result {
+            Ok(()) => {
+                let message = format!("etcd started from backup {id} on {}", node.machine);
+                outcome::restoring(store, tenant, false, "Restored", &message).await;
+                tracing::info!(tenant, backup = %id, machine = %node.machine, "restored etcd from a backup");
+            }
+            Err(err) => {
+                let message = format!("restoring backup {id} onto {} failed: {err}", node.machine);
+                outcome::restoring(store, tenant, false, "RestoreFailed", &message).await;
+            }
+        }
+        result.map(|()| Restored { backup, machine: node.machine })
     }
 
     async fn upload(&self, node: &NodeRef, tenant: &str, id: &str) -> Result<(), BackupError> {

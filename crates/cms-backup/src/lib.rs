@@ -8,9 +8,15 @@
 //! - [`BackupStore`] (`store.rs`): the seam where backups live, mocked under
 //!   the `testsuite` feature; [`DirStore`] keeps them in a local directory,
 //!   writing each object whole or not at all.
+//! - [`S3Store`] (`s3.rs`): the same in an S3-compatible bucket, written by
+//!   multipart upload as the stream comes, aborted when it fails.
 //! - [`encrypt`] and [`decrypt`] (`format.rs`): the file format, STREAM over
 //!   XChaCha20-Poly1305 with a key derived from the sealing key, bound to
 //!   the tenant and the backup id.
+//! - [`Scheduler`] (`schedule.rs`): the tenants' `spec.backups` schedules,
+//!   each scheduled time claimed by one replica, old backups pruned.
+//! - `outcome.rs`: what became of a backup or restore, in the tenant's
+//!   `status.backups`, its [`RESTORING`] condition and the metrics.
 //! - [`Backup`] (`record.rs`): a backup as the API shows it, kept as a JSON
 //!   sidecar beside its file.
 //!
@@ -22,13 +28,19 @@ mod backups;
 mod error;
 mod format;
 mod nodes;
+mod outcome;
 mod record;
+mod s3;
+mod schedule;
 mod store;
 
 pub use backups::{Backups, Restored};
 pub use error::BackupError;
 pub use format::{Binding, MAX_CHUNK, decrypt, encrypt};
+pub use outcome::{BYTES, FAILED, NEWEST_AGE, RESTORING, TAKEN};
 pub use record::Backup;
+pub use s3::S3Store;
+pub use schedule::{SCHEDULER_LEASE, Scheduler, SchedulerLease, SchedulerOptions, Sweep};
 #[cfg(any(test, feature = "testsuite"))]
 pub use store::MockBackupStore;
 pub use store::{BackupStore, ByteStream, DirStore};

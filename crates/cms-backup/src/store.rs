@@ -1,7 +1,7 @@
 //! Where backups are kept: the [`BackupStore`] seam, objects named by keys
 //! and written and read as streams of chunks, and [`DirStore`], a local
-//! directory. An S3 store (the `object_store` crate, whose `put_multipart`,
-//! `get`, `list` and `delete` map one to one) fits the same trait.
+//! directory. [`crate::S3Store`] (`s3.rs`) keeps them in an S3-compatible
+//! bucket; both follow the key rule of `check_key`.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -40,6 +40,22 @@ pub trait BackupStore: Send + Sync + 'static {
 /// The suffix of files being written, which [`DirStore::list`] skips.
 const PARTIAL: &str = ".partial";
 
+/// Refuses a key that is not a relative path of plain segments (ASCII
+/// letters, digits, `.`, `_` and `-`, none of them `.` or `..`), or that
+/// names a file being written: the rule of every store.
+pub(crate) fn check_key(key: &str) -> Result<(), BackupError> {
+    let plain = |segment: &str| {
+        !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    };
+    match key.split('/').all(plain) && !key.ends_with(PARTIAL) {
+        true => Ok(()),
+        false => Err(BackupError::InvalidKey(key.to_string())),
+    }
+}
+
 /// A [`BackupStore`] in a local directory: a key is a path under it. Each
 /// object is written to a temporary file beside its place, flushed to disk,
 /// then renamed into place.
@@ -61,15 +77,7 @@ impl DirStore {
 
     /// The file of `key`, refusing keys that could leave the root.
     fn path(&self, key: &str) -> Result<PathBuf, BackupError> {
-        let plain = |segment: &str| {
-            !segment.is_empty()
-                && segment != "."
-                && segment != ".."
-                && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        };
-        if !key.split('/').all(plain) || key.ends_with(PARTIAL) {
-            return Err(BackupError::InvalidKey(key.to_string()));
-        }
+        check_key(key)?;
         Ok(self.root.join(key))
     }
 }

@@ -74,6 +74,9 @@ pub(crate) enum Command {
     Secrets(DownloadArgs),
     /// Probe the health of one tenant's cluster, or of every tenant's
     Health(HealthArgs),
+    /// A tenant's etcd backups: take, list, download, restore, delete
+    #[command(subcommand)]
+    Backup(BackupCommand),
     /// Machine documents
     #[command(subcommand)]
     Machine(MachineCommand),
@@ -178,6 +181,57 @@ pub(crate) struct KubeconfigArgs {
 pub(crate) struct HealthArgs {
     /// The tenant (default: every tenant)
     pub(crate) tenant: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BackupCommand {
+    /// Take a backup of a tenant's etcd now
+    Create(BackupTenantArgs),
+    /// List a tenant's backups, oldest first
+    List(BackupTenantArgs),
+    /// Show one backup
+    Get(BackupArgs),
+    /// Download a backup's etcd snapshot, verified against its SHA-256 (admins)
+    Download(BackupDownloadArgs),
+    /// Start etcd from a backup on a control plane that waits for its bootstrap (admins)
+    Restore(BackupRestoreArgs),
+    /// Delete a backup (admins)
+    Delete(BackupArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackupTenantArgs {
+    /// The tenant
+    pub(crate) tenant: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// The tenant
+    pub(crate) tenant: String,
+    /// The backup id
+    pub(crate) id: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackupDownloadArgs {
+    #[command(flatten)]
+    pub(crate) backup: BackupArgs,
+    /// File to write, or - for standard output (default: TENANT-ID.db)
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) file: Option<PathBuf>,
+    /// Show progress on standard error even when it is not a terminal
+    #[arg(long)]
+    pub(crate) progress: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackupRestoreArgs {
+    #[command(flatten)]
+    pub(crate) backup: BackupArgs,
+    /// Restore without asking; required when standard input is not a terminal
+    #[arg(short, long)]
+    pub(crate) yes: bool,
 }
 
 #[derive(Debug, Subcommand)]

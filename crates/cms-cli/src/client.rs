@@ -94,6 +94,20 @@ impl Client {
         Ok(Document { body, file_name })
     }
 
+    /// `POST` of an empty object for an operation that runs within the
+    /// request as long as it takes (a backup, a restore): no overall time
+    /// limit, as with streams.
+    pub(crate) fn post_unbounded<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let request = self.authorize(self.streaming.post(self.url(path))).json(&serde_json::json!({}));
+        parse(self.send(request)?, path)
+    }
+
+    /// Opens a `GET` whose body is read as it arrives (a backup's snapshot),
+    /// with no overall time limit.
+    pub(crate) fn open(&self, path: &str) -> Result<Response> {
+        self.send(self.authorize(self.streaming.get(self.url(path))))
+    }
+
     /// Opens a streaming `GET` (server-sent events).
     pub(crate) fn stream(&self, path: &str) -> Result<Response> {
         let request = self.streaming.get(self.url(path)).header("accept", "text/event-stream");

@@ -6,6 +6,7 @@
 
 mod accounts;
 mod apply;
+mod backups;
 mod cli;
 mod client;
 mod context;
@@ -66,6 +67,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Secrets(args) => downloads::secrets(&client, args),
         Command::Machine(MachineCommand::Config(args)) => downloads::machine_config(&client, args),
         Command::Health(args) => health::health(&client, args.tenant.as_deref(), format),
+        Command::Backup(command) => backups::backup(&client, command, format),
         Command::Users(command) => accounts::users(&client, command, format),
         Command::Tokens(command) => accounts::tokens(&client, command, &resolved, format),
         Command::Version(_) => version::both(&client, format),

@@ -5,6 +5,7 @@ use cms_model::{ApiToken, ConfigPatch, Machine, NodeGroup, Projected, Tenant, Us
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::backups::Backup;
 use crate::cli::Output;
 use crate::output::render;
 use crate::tables::{Row, span};
@@ -83,6 +84,26 @@ fn projected_users_and_tokens() {
         "status": {"expiresAt": "2026-02-02T12:00:00Z", "lastUsedAt": "2026-01-10T11:58:00Z"}
     }));
     insta::assert_snapshot!("tokens", table(&[token]));
+}
+
+#[test]
+fn backups() {
+    let old: Backup = object(json!({
+        "id": "20260103t120000000z-3f9a", "tenant": "acme", "time": "2026-01-03T12:00:00.000Z",
+        "size": 262_144, "sha256": "9c1e", "machine": "cp-1", "talosVersion": "1.9.0", "etcdVersion": "3.5.0"
+    }));
+    let fresh: Backup = object(json!({
+        "id": "20260110t115930123z-07bc", "tenant": "acme", "time": "2026-01-10T11:59:30.123Z",
+        "size": 1_610_612_736_u64, "sha256": "77aa", "machine": "cp-0"
+    }));
+    insta::assert_snapshot!("backups", table(&[old, fresh]));
+    let tiny: Backup = object(json!({
+        "id": "x", "tenant": "acme", "time": "2026-01-10T12:00:00Z", "size": 512, "sha256": "00", "machine": "cp-0"
+    }));
+    assert_eq!(render(std::slice::from_ref(&tiny), Output::Name, false, now()).unwrap(), "backup/x\n");
+    let json = render(&[tiny], Output::Json, true, now()).unwrap();
+    assert!(json.contains(r#""time": "2026-01-10T12:00:00Z""#), "{json}");
+    assert!(!json.contains("talosVersion"), "{json}");
 }
 
 #[test]

@@ -1,9 +1,12 @@
-//! The columns of each kind's table, built from the shared cms-model types.
+//! The columns of each kind's table, built from the shared cms-model types
+//! (and the client's own `Backup`, which cms-model does not hold).
 
 use chrono::{DateTime, Utc};
 use cms_model::{ApiToken, ConfigPatch, Machine, NodeGroup, Projected, Tenant, User};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use crate::backups::Backup;
 
 /// Something shown as one table row.
 pub(crate) trait Row: Serialize + DeserializeOwned {
@@ -140,6 +143,26 @@ impl Row for ApiToken {
             .last_used_at
             .map_or_else(|| "never".to_string(), |at| format!("{} ago", span(now - at)));
         vec![self.metadata.name.clone(), expires, used, age(self.metadata.created_at, now)]
+    }
+}
+
+impl Row for Backup {
+    const KIND: &'static str = "backup";
+    const HEADERS: &'static [&'static str] = &["ID", "TIME", "AGE", "SIZE", "MACHINE", "TALOS", "ETCD"];
+    fn name(&self) -> String {
+        self.id.clone()
+    }
+    fn cells(&self, now: DateTime<Utc>) -> Vec<String> {
+        let dash = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".into());
+        vec![
+            self.id.clone(),
+            self.time.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            span(now - self.time),
+            indicatif::BinaryBytes(self.size).to_string(),
+            self.machine.clone(),
+            dash(&self.talos_version),
+            dash(&self.etcd_version),
+        ]
     }
 }
 

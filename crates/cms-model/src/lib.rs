@@ -4,6 +4,8 @@
 //! names are camelCase on the wire and unknown fields are rejected everywhere,
 //! so a typo such as `"cout": 3` is an error rather than a silent default.
 //!
+//! `backups.rs` holds a tenant's backup schedule and what became of it.
+//!
 //! [`patch_refs`] decides a tenant's `ConfigPatchesResolved` condition from
 //! its refs and the patches that exist.
 //!
@@ -11,6 +13,7 @@
 //! and the command-line client.
 
 mod audit;
+mod backups;
 mod config_patch;
 mod list;
 mod machine;
@@ -24,6 +27,7 @@ mod user;
 mod validate;
 
 pub use audit::{ANONYMOUS, AuditEntry, AuditOutcome, AuditRecord, AuditTarget};
+pub use backups::{BackupFailure, BackupSchedule, BackupSuccess, BackupsStatus, MAX_RETAIN};
 pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFormat, PatchTarget};
 pub use list::{List, Page, PageError};
 pub use machine::{Machine, MachineSpec, MachineStatus};

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::backups::{BackupSchedule, BackupsStatus};
 use crate::meta::Resource;
 use crate::node_group::NodeGroupSpec;
 use crate::validate::{FieldError, Validate, normalize_version, validate_cidr, validate_name};
@@ -48,6 +49,9 @@ pub struct TenantSpec {
     pub node_groups: Option<Vec<NodeGroupSpec>>,
     #[serde(default)]
     pub config_patches: Vec<ConfigPatchRef>,
+    /// Scheduled etcd backups; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups: Option<BackupSchedule>,
 }
 
 /// A reference to a config patch of the same tenant.
@@ -107,6 +111,10 @@ pub struct TenantStatus {
     /// The tenant's etcd as the reconciler last saw it, once bootstrapped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<EtcdStatus>,
+    /// The tenant's etcd backups: the last success and failure, the next
+    /// scheduled run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backups: Option<BackupsStatus>,
 }
 
 /// A tenant's etcd: its members, as a control plane lists them.
@@ -171,6 +179,9 @@ impl Validate for TenantSpec {
             }
             groups.sort_by(|a, b| a.name.cmp(&b.name));
         }
+        if let Some(backups) = &self.backups {
+            backups.check(&format!("{path}.backups"))?;
+        }
         check_refs(&format!("{path}.configPatches"), &self.config_patches)
     }
 }
@@ -202,6 +213,31 @@ fn check_endpoint(field: &str, endpoint: &str) -> Result<(), FieldError> {
         return Err(FieldError::new(field, format!("{endpoint:?} must be https://HOST[:PORT]")));
     }
     Ok(())
+}
+
+impl TenantStatus {
+    /// Sets the condition `kind` to `value` with its reason and message,
+    /// keeping its transition time when its status stays the same.
+    pub fn set_condition(&mut self, kind: &str, value: bool, reason: &str, message: &str) {
+        let value = if value { "True" } else { "False" };
+        match self.conditions.iter_mut().find(|condition| condition.kind == kind) {
+            Some(condition) => {
+                if condition.status != value {
+                    condition.last_transition_time = Utc::now();
+                }
+                condition.status = value.to_string();
+                condition.reason = reason.to_string();
+                condition.message = message.to_string();
+            }
+            None => self.conditions.push(Condition {
+                kind: kind.to_string(),
+                status: value.to_string(),
+                reason: reason.to_string(),
+                message: message.to_string(),
+                last_transition_time: Utc::now(),
+            }),
+        }
+    }
 }
 
 impl Tenant {

@@ -19,8 +19,8 @@
 //! `leader.rs` tells it), then workers within `maxParallelism`, with their
 //! state in annotations (`docs/upgrades.md`);
 //! `bootstrap.rs`, `Bootstrap` exactly once, the choice recorded before the
-//! call and the outcome after it; `status.rs`, the status writes (the reconciler is the one writer of tenant
-//! status); `controller.rs`, the loop (watch triggers, resync, bounded
+//! call and the outcome after it; `status.rs`, the status writes (the reconciler writes all of tenant
+//! status but `status.backups` and the `Restoring` condition); `controller.rs`, the loop (watch triggers, resync, bounded
 //! concurrency, one task per tenant, fenced work leases on PostgreSQL);
 //! `action.rs`, the backoff; `error.rs`, [`ReconcileError`], whose
 //! `is_transient` keeps a tenant out of `failed` while a retry may succeed.

@@ -100,7 +100,7 @@ impl Provisioning {
 /// This replica's name as a lease holder: the host, the process and a
 /// random part, so that a restarted process never passes for its
 /// predecessor.
-fn replica_id() -> String {
+pub(crate) fn replica_id() -> String {
     let host =
         std::fs::read_to_string("/etc/hostname").map(|name| name.trim().to_string()).unwrap_or_default();
     let host = if host.is_empty() { "host".to_string() } else { host };

@@ -10,7 +10,7 @@ use cms_auth::{
     AuthError, AuthOptions, Authenticator, BOOTSTRAP_ADMIN, FirstAdmin, LoginsHeld, bootstrap_admin,
     create_first_admin,
 };
-use cms_backup::{Backups, DirStore};
+use cms_backup::{BackupStore, Backups, DirStore, S3Store, Scheduler, SchedulerLease, SchedulerOptions};
 use cms_prober::{Prober, ProberOptions, SystemClock};
 use cms_service::{AppState, HttpService, ServiceOptions};
 use cms_store::{DatabaseLock, SqlStore, StoreOptions};
@@ -86,10 +86,12 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         .provisioning
         .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
     let tenancy = Tenancy::new(store.clone(), secrets.clone());
-    let backups = backups(&settings, store.clone(), secrets.clone());
+    let backups = backups(&settings, store.clone(), secrets.clone())?;
+    let schedules = schedules(&settings, store.clone(), backups.clone());
     let state = AppState::new(tenancy, auth, store.clone(), prober(store, secrets.clone()), options)
         .with_backups(backups);
     let shutdown = state.shutdown.clone();
+    let schedules = tokio::spawn(schedules.run(shutdown.clone()));
     let mut server = HttpService::start(&settings.listen, state, DRAIN)
         .with_context(|| format!("could not listen on {}", settings.listen))?;
     tracing::info!("listening on {}", addresses(server.addrs()));
@@ -106,6 +108,11 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     if let Some(provisioning) = provisioning {
         provisioning.stop(DRAIN).await;
     }
+    // A scheduled backup under way finishes, within the drain time.
+    let abort = schedules.abort_handle();
+    if tokio::time::timeout(DRAIN, schedules).await.is_err() {
+        abort.abort();
+    }
     secrets.stop();
     server.stop().await.context("the server failed")?;
     tracing::info!("stopped");
@@ -121,14 +128,41 @@ fn prober(store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Arc<Prober> {
     Arc::new(Prober::new(store, credentials, client, Arc::new(SystemClock), options))
 }
 
-/// Tenants' etcd backups, in `<data dir>/backups`, taken and restored
-/// with the real node API client, each step of a transfer bounded by
-/// [`BACKUP_STEP_TIMEOUT`].
-fn backups(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Backups {
+/// Tenants' etcd backups, in the store `CMS_BACKUP_URL` names or else in
+/// `<data dir>/backups`, taken and restored with the real node API client,
+/// each step of a transfer bounded by [`BACKUP_STEP_TIMEOUT`].
+fn backups(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> anyhow::Result<Backups> {
     let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets.clone()));
     let nodes = Arc::new(TenantNodeClient::new(talos_node_api(BACKUP_STEP_TIMEOUT), credentials));
-    let objects = Arc::new(DirStore::new(settings.data_dir.join("backups")));
-    Backups::new(store, nodes, secrets, objects)
+    Ok(Backups::new(store, nodes, secrets, backup_store(settings)?))
+}
+
+/// The tenants' backup schedules; on PostgreSQL, run by the replica that
+/// holds the scheduler's lease.
+fn schedules(settings: &Settings, store: Arc<SqlStore>, backups: Backups) -> Scheduler {
+    let lease = settings.is_postgres().then(|| SchedulerLease {
+        leases: store,
+        holder: crate::provisioning::replica_id(),
+        ttl: settings.lease_ttl,
+    });
+    Scheduler::new(backups, SchedulerOptions { tick: settings.backup_schedule_tick, lease })
+}
+
+/// Where backups are kept: the S3-compatible bucket of `CMS_BACKUP_URL`
+/// (with the `AWS_*` variables), or the directory `<data dir>/backups`.
+fn backup_store(settings: &Settings) -> anyhow::Result<Arc<dyn BackupStore>> {
+    let Some(url) = &settings.backup_url else {
+        let root = settings.data_dir.join("backups");
+        tracing::info!(directory = %root.display(), "tenants' backups are kept in a directory");
+        return Ok(Arc::new(DirStore::new(root)));
+    };
+    let objects = S3Store::from_env(url).context("CMS_BACKUP_URL names no usable S3 store")?;
+    tracing::info!(
+        bucket = objects.bucket(),
+        prefix = objects.prefix(),
+        "tenants' backups are kept in an S3-compatible bucket"
+    );
+    Ok(Arc::new(objects))
 }
 
 /// How long each step of a node API call for a backup may take: the node

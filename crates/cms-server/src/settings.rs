@@ -52,6 +52,8 @@ const KEYS: &[&str] = &[
     "resync_interval",
     "reconcile_concurrency",
     "lease_ttl",
+    "backup_url",
+    "backup_schedule_tick",
 ];
 
 /// The whole configuration of the server.
@@ -139,6 +141,14 @@ pub(crate) struct Settings {
     /// renewed, and so how soon another replica takes over from a dead one.
     #[serde(deserialize_with = "duration")]
     pub(crate) lease_ttl: Duration,
+    /// Where tenants' etcd backups are kept: an S3-compatible bucket
+    /// `s3://bucket/prefix`, configured by the `AWS_*` variables; the
+    /// directory `<data_dir>/backups` when unset.
+    pub(crate) backup_url: Option<String>,
+    /// How often tenants' backup schedules are looked at: a scheduled
+    /// backup starts up to this long after its time.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) backup_schedule_tick: Duration,
 }
 
 impl Default for Settings {
@@ -178,6 +188,8 @@ impl Default for Settings {
             resync_interval: Duration::from_secs(5 * 60),
             reconcile_concurrency: 4,
             lease_ttl: Duration::from_secs(30),
+            backup_url: None,
+            backup_schedule_tick: Duration::from_secs(10),
         }
     }
 }
@@ -237,6 +249,14 @@ impl Settings {
                 "CMS_DATABASE_URL must be a sqlite:// or postgres:// URL, got one starting with {:?}",
                 scheme(&url)
             );
+        }
+        if let Some(url) = &self.backup_url
+            && !url.starts_with("s3://")
+        {
+            bail!("CMS_BACKUP_URL must be an s3:// URL, got one starting with {:?}", scheme(url));
+        }
+        if self.backup_schedule_tick < Duration::from_millis(100) {
+            anyhow::bail!("CMS_BACKUP_SCHEDULE_TICK must be at least 100ms");
         }
         if self.lease_ttl < Duration::from_secs(1) {
             bail!("CMS_LEASE_TTL must be at least 1s");
@@ -403,6 +423,13 @@ mod tests {
         let mysql = message(&[("CMS_DATABASE_URL", "mysql://u:secret@db/cms")]);
         assert!(mysql.contains("must be a sqlite:// or postgres:// URL"), "{mysql}");
         assert!(!mysql.contains("secret"), "{mysql}");
+        let backups = message(&[("CMS_BACKUP_URL", "gs://u:secret@bucket/cms")]);
+        assert!(
+            backups.contains("CMS_BACKUP_URL must be an s3:// URL") && !backups.contains("secret"),
+            "{backups}"
+        );
+        let s3 = Settings::load(None, env(&[("CMS_BACKUP_URL", "s3://backups/cms")])).unwrap();
+        assert_eq!(s3.backup_url.as_deref(), Some("s3://backups/cms"));
         let postgres = env(&[("CMS_DATABASE_URL", "postgres://u:pw-7f3a9@db/cms")]);
         let settings = Settings::load(None, postgres).unwrap();
         assert!(settings.is_postgres());

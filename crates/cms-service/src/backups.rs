@@ -69,6 +69,19 @@ pub(crate) async fn get(
     reply::serialized(StatusCode::OK, &backup)
 }
 
+/// `DELETE /tenants/{name}/backups/{id}`: 204. Admins only.
+pub(crate) async fn delete(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let caller = caller(&req)?;
+    let (name, id) = path.into_inner();
+    backups(&state)?.delete(&name, &id).await?;
+    tracing::info!(user = %caller.user, tenant = %name, backup = %id, "deleted a backup");
+    Ok(HttpResponse::NoContent().finish())
+}
+
 /// `GET /tenants/{name}/backups/{id}/download`: the snapshot, decrypted and
 /// verified chunk by chunk as it streams. A backup found altered midway
 /// ends the transfer with an error, so the client never gets a whole

@@ -4,8 +4,10 @@
 //!
 //! The other crates record through the `metrics` facade (reconciles, tool
 //! runs, probes); without the recorder their calls cost next to nothing.
-//! Labels never carry tenant names or paths, only route patterns, so the
-//! number of series stays bounded whatever the clients send.
+//! Labels never carry paths, only route patterns, so the number of series
+//! stays bounded whatever the clients send. The one label with tenant names
+//! is the age of each tenant's newest backup, which only tenants with a
+//! backup have.
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -77,6 +79,18 @@ fn describe() {
         "Provisioning tool run durations, by command."
     );
     describe_counter!("cms_probes_total", "Health probes of tenants, by result.");
+    describe_counter!(cms_backup::TAKEN, "Tenants' etcd backups taken, by trigger (on_demand or scheduled).");
+    describe_counter!(cms_backup::FAILED, "Tenants' etcd backups that failed, by trigger.");
+    describe_counter!(
+        cms_backup::BYTES,
+        metrics::Unit::Bytes,
+        "Snapshot bytes backed up, before encryption."
+    );
+    describe_gauge!(
+        cms_backup::NEWEST_AGE,
+        metrics::Unit::Seconds,
+        "Seconds since each tenant's newest successful backup, by tenant; updated every schedule tick."
+    );
     describe_gauge!(
         cms_tenancy::CERTIFICATE_EXPIRY_GAUGE,
         metrics::Unit::Seconds,

@@ -87,7 +87,10 @@ table! {
         GET => backups::list, needs(Read);
         POST => backups::take, needs(Write);
     }
-    api "/tenants/{name}/backups/{id}" { GET => backups::get, needs(Read); }
+    api "/tenants/{name}/backups/{id}" {
+        GET => backups::get, needs(Read);
+        DELETE => backups::delete, needs(RestoreBackup);
+    }
     // The snapshot holds every Secret of the tenant's cluster.
     api "/tenants/{name}/backups/{id}/download" { GET => backups::download, needs(ReadSecrets); }
     api "/tenants/{name}/backups/{id}/restore" { POST => backups::restore, needs(RestoreBackup); }

@@ -31,7 +31,8 @@
 //! (never cached, logged or watched), accounts and the audit log.
 //! `backup.rs`: [`backup_sqlite`] and [`restore_sqlite`], the embedded
 //! database as one file; `lock_file.rs`: the [`DatabaseLock`] a server holds
-//! on it. `conformance/`: the suite run on every backend (`conformance_suite!`).
+//! on it. `tenant_status.rs`: [`update_tenant_status`], one writer's fields
+//! of a tenant's status, kept apart from the others'. `conformance/`: the suite run on every backend (`conformance_suite!`).
 
 mod accounts;
 mod accounts_sql;
@@ -57,6 +58,7 @@ mod render;
 mod rows;
 mod secrets;
 mod sql;
+mod tenant_status;
 mod view;
 mod watch;
 mod write;
@@ -83,6 +85,7 @@ pub use lease::MockLeases;
 pub use lease::{Lease, Leases};
 pub use lock_file::DatabaseLock;
 pub use sql::{SqlStore, StoreOptions};
+pub use tenant_status::update_tenant_status;
 
 /// The finalizer that stands for a tenant's machines and infrastructure.
 pub const FINALIZER_MACHINES: &str = "service.io/machines";

@@ -66,7 +66,7 @@ pub(super) const EDGES: &[(&str, &str, &str)] = &[
     ("cms-server", "cms-prober", "the binary starts the prober with its cache and clock"),
     ("cms-server", "cms-reconciler", "the binary runs the reconcile controller under a store lease"),
     ("cms-server", "cms-service", "the binary serves the HTTP API"),
-    ("cms-server", "cms-backup", "the binary keeps etcd backups in a directory under its data dir"),
+    ("cms-server", "cms-backup", "the binary keeps etcd backups under its data dir or in an S3 bucket"),
     ("cms-cli", "cms-model", "the client shares the wire types and nothing else: HTTP only"),
 ];
 

@@ -1,7 +1,10 @@
 //! cms-backup's tests: the file format's round trip and tamper detection,
-//! streaming without holding a backup, and the directory store.
+//! streaming without holding a backup, the directory store, and the S3
+//! store against a real S3 API (moto), and the scheduler.
 
 mod format;
+mod s3;
+mod schedule;
 mod store;
 
 use bytes::Bytes;

@@ -125,7 +125,10 @@ pub(super) const TAGS: &[(&str, &str)] = &[
     (MACHINES, "Machines, created by the reconciler."),
     (PROJECTED, "What the provisioning tool created, read-only."),
     (HEALTH, "Cluster health, probed on request."),
-    (BACKUPS, "A tenant's etcd backups: taken on demand, kept encrypted, restored by admins."),
+    (
+        BACKUPS,
+        "A tenant's etcd backups: taken on demand or on its schedule, kept encrypted, restored and deleted by admins.",
+    ),
     (USERS, "Users and their roles (admins only)."),
     (TOKENS, "API tokens: each user manages their own, admins everyone's."),
     (AUDIT, "The audit log of every mutation (admins only)."),
@@ -249,6 +252,9 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         ("GET", "/tenants/{name}/backups/{id}") => {
             Doc::new("getBackup", BACKUPS, "Read a backup's record").ok(200, Success::Json("Backup"))
         }
+        ("DELETE", "/tenants/{name}/backups/{id}") => Doc::new("deleteBackup", BACKUPS, "Delete a backup")
+            .about("Admins only: a deleted backup cannot be restored. Its record goes first, then its file.")
+            .ok(204, Success::Empty),
         ("GET", "/tenants/{name}/backups/{id}/download") => {
             Doc::new("downloadBackup", BACKUPS, "Download the etcd snapshot, decrypted")
                 .about("Admins only: it holds every Secret of the cluster. Verified as it streams; a backup found altered ends the transfer early. `X-Content-SHA256` carries the recorded SHA-256.")
