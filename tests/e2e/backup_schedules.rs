@@ -87,6 +87,14 @@ async fn a_schedule_takes_backups_keeps_the_newest_and_stops_when_removed() {
         sample.metric == "cms_backup_newest_age_seconds" && sample.labels.get("tenant") == Some("acme")
     });
     assert!(age.is_some(), "the newest backup's age is exported");
+    // Each scheduled backup is on the audit log, by the scheduler.
+    let audit = api.get("/api/v1/audit?actor=system:backup-scheduler").await.expect(200);
+    let records = audit["items"].as_array().unwrap();
+    assert!(records.len() >= 4, "{audit}");
+    assert!(
+        records.iter().all(|record| record["target"]["kind"] == "Backup" && record["status"] == 201),
+        "{audit}"
+    );
 
     // Without a schedule, nextRun goes and no more backups are taken.
     set_schedule(&api, "acme", Value::Null).await;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use chrono::Utc;
+use cms_model::Backup;
 use cms_store::Store;
 use cms_tenancy::{NodeClient, NodeRef, Secrets};
 use futures_util::StreamExt;
@@ -15,7 +16,7 @@ use crate::error::BackupError;
 use crate::format::{self, Binding};
 use crate::nodes::{control_planes, snapshot_source};
 use crate::outcome::{self, Trigger};
-use crate::record::{Backup, file_key, is_id, new_id, record_key};
+use crate::record::{file_key, is_id, new_id, record_key};
 use crate::store::{BackupStore, ByteStream};
 
 /// What a restore did.

@@ -17,8 +17,8 @@
 //!   each scheduled time claimed by one replica, old backups pruned.
 //! - `outcome.rs`: what became of a backup or restore, in the tenant's
 //!   `status.backups`, its [`RESTORING`] condition and the metrics.
-//! - [`Backup`] (`record.rs`): a backup as the API shows it, kept as a JSON
-//!   sidecar beside its file.
+//! - `record.rs`: where a [`Backup`] (the API's, from `cms-model`) is kept,
+//!   a JSON sidecar beside its file, and backup ids.
 //!
 //! Snapshots are never whole in memory: each passes chunk by chunk from
 //! the node to the store, and from the store to the node or the client.
@@ -35,12 +35,12 @@ mod schedule;
 mod store;
 
 pub use backups::{Backups, Restored};
+pub use cms_model::Backup;
 pub use error::BackupError;
 pub use format::{Binding, MAX_CHUNK, decrypt, encrypt};
 pub use outcome::{BYTES, FAILED, NEWEST_AGE, RESTORING, TAKEN};
-pub use record::Backup;
 pub use s3::S3Store;
-pub use schedule::{SCHEDULER_LEASE, Scheduler, SchedulerLease, SchedulerOptions, Sweep};
+pub use schedule::{SCHEDULER_ACTOR, SCHEDULER_LEASE, Scheduler, SchedulerLease, SchedulerOptions, Sweep};
 #[cfg(any(test, feature = "testsuite"))]
 pub use store::MockBackupStore;
 pub use store::{BackupStore, ByteStream, DirStore};

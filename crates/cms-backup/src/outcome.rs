@@ -4,11 +4,10 @@
 //! that cannot be written is logged and left: the backup itself stands.
 
 use chrono::Utc;
-use cms_model::{BackupFailure, BackupSuccess};
+use cms_model::{Backup, BackupFailure, BackupSuccess};
 use cms_store::{Store, update_tenant_status};
 
 use crate::error::BackupError;
-use crate::record::Backup;
 
 /// The condition a tenant carries while its etcd is restored from a
 /// backup: `True` while it runs, then `False` with `Restored` or

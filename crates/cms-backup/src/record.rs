@@ -1,36 +1,11 @@
-//! A backup as the API shows it, kept as a JSON sidecar beside the
+//! Where a backup's parts live, and its id. A backup as the API shows
+//! it ([`cms_model::Backup`]) is kept as a JSON sidecar beside the
 //! encrypted file in the backup store: `<tenant>/<id>.json` next to
 //! `<tenant>/<id>.etcd`. The sidecar is written after the file, so a
 //! listed backup always has its file; a file without a sidecar is the
 //! remains of a failed take and is never listed.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-
-/// One etcd backup of a tenant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct Backup {
-    /// Time-sortable: the UTC time it was taken, then a random suffix,
-    /// such as `20261125t074211123z-3f9a`.
-    pub id: String,
-    pub tenant: String,
-    /// When the snapshot was taken.
-    pub time: DateTime<Utc>,
-    /// The snapshot's size in bytes, before encryption.
-    pub size: u64,
-    /// The SHA-256 of the snapshot, before encryption, in hex.
-    pub sha256: String,
-    /// The machine whose etcd member the snapshot came from.
-    pub machine: String,
-    /// The Talos version that machine ran, if it said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub talos_version: Option<String>,
-    /// The etcd protocol version of that member, if it said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etcd_version: Option<String>,
-}
 
 /// The key of a backup's encrypted file.
 pub(crate) fn file_key(tenant: &str, id: &str) -> String {

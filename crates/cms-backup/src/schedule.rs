@@ -9,6 +9,8 @@
 //! then takes the backup and deletes the oldest beyond `retain`. Missed
 //! times (the server was down) give one backup, then the schedule resumes.
 //!
+//! Each scheduled backup is on the audit log, as [`SCHEDULER_ACTOR`].
+//!
 //! On several replicas only the holder of the `backups/scheduler` lease
 //! claims, with its writes fenced by the lease; every replica keeps its own
 //! metric of each tenant's newest backup's age.
@@ -17,22 +19,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cms_model::{BackupSchedule, Kind, Tenant};
-use cms_store::{Lease, Leases, Store, StoreError, update_tenant_status};
+use cms_model::{AuditEntry, AuditOutcome, AuditTarget, Backup, BackupSchedule, Kind, Tenant};
+use cms_store::{Audit, Lease, Leases, Store, StoreError, update_tenant_status};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::backups::Backups;
+use crate::error::BackupError;
 use crate::outcome::{NEWEST_AGE, Trigger};
 
 /// The lease whose holder runs the schedules.
 pub const SCHEDULER_LEASE: &str = "backups/scheduler";
 
+/// The actor of scheduled backups on the audit log.
+pub const SCHEDULER_ACTOR: &str = "system:backup-scheduler";
+
 /// How many scheduled backups run at once.
 const PARALLEL: usize = 4;
 
 /// How the scheduler runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SchedulerOptions {
     /// How often the schedules are looked at: a backup starts up to this
     /// long after its time.
@@ -40,6 +46,19 @@ pub struct SchedulerOptions {
     /// On several replicas sharing one database: the lease that picks the
     /// one replica that claims scheduled backups. `None` with one replica.
     pub lease: Option<SchedulerLease>,
+    /// Where each scheduled backup is recorded, as the API's requests are
+    /// (actor [`SCHEDULER_ACTOR`]); `None` records none.
+    pub audit: Option<Arc<dyn Audit>>,
+}
+
+impl std::fmt::Debug for SchedulerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerOptions")
+            .field("tick", &self.tick)
+            .field("lease", &self.lease)
+            .field("audit", &self.audit.is_some())
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for SchedulerLease {
@@ -202,13 +221,44 @@ impl Scheduler {
             }
         }
         tracing::info!(tenant, scheduled = %slot, "taking a scheduled etcd backup");
-        if self.backups.take_as(tenant, Trigger::Scheduled).await.is_err() {
+        let taken = self.backups.take_as(tenant, Trigger::Scheduled).await;
+        self.audit(tenant, slot, &taken).await;
+        if taken.is_err() {
             return Some(false);
         }
         if let Err(err) = self.backups.prune(tenant, schedule.retain as usize).await {
             tracing::warn!(tenant, "could not delete old etcd backups: {err}");
         }
         Some(true)
+    }
+}
+
+impl Scheduler {
+    /// Records a scheduled backup on the audit log as the request that
+    /// takes one on demand would be: 201 with the backup, else 500.
+    async fn audit(&self, tenant: &str, slot: DateTime<Utc>, taken: &Result<Backup, BackupError>) {
+        let Some(audit) = &self.options.audit else { return };
+        let status = if taken.is_ok() { 201 } else { 500 };
+        let entry = AuditEntry {
+            time: Utc::now(),
+            actor: SCHEDULER_ACTOR.to_string(),
+            actor_role: None,
+            actor_token: None,
+            method: "POST".to_string(),
+            route: Some("/api/v1/tenants/{name}/backups".to_string()),
+            path: format!("/api/v1/tenants/{tenant}/backups"),
+            target: Some(AuditTarget {
+                kind: "Backup".to_string(),
+                tenant: Some(tenant.to_string()),
+                name: taken.as_ref().ok().map(|backup| backup.id.clone()),
+            }),
+            status,
+            outcome: AuditOutcome::of_status(status),
+            request_id: format!("schedule-{}", slot.format("%Y%m%dt%H%M%Sz")),
+        };
+        if let Err(err) = audit.record(entry).await {
+            tracing::warn!(tenant, "could not record a scheduled backup on the audit log: {err}");
+        }
     }
 }
 

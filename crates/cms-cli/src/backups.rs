@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use chrono::{DateTime, Utc};
+use cms_model::Backup;
 use indicatif::{BinaryBytes, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -28,29 +28,6 @@ const SHA256_HEADER: &str = "x-content-sha256";
 
 /// How much of the body is read, hashed and written at a time.
 const CHUNK: usize = 64 * 1024;
-
-/// A backup as the server describes it. The server's type lives in
-/// `cms-backup`, which the client may not use; the fields are those of the
-/// API (`docs/backups.md`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Backup {
-    /// Time-sortable: the UTC time it was taken, then a random suffix.
-    pub(crate) id: String,
-    pub(crate) tenant: String,
-    /// When the snapshot was taken.
-    pub(crate) time: DateTime<Utc>,
-    /// The snapshot's size in bytes.
-    pub(crate) size: u64,
-    /// The snapshot's SHA-256, in hex.
-    pub(crate) sha256: String,
-    /// The control plane the snapshot came from.
-    pub(crate) machine: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) talos_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) etcd_version: Option<String>,
-}
 
 /// `GET /tenants/{name}/backups`.
 #[derive(Debug, Deserialize)]

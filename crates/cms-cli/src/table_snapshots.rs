@@ -5,10 +5,10 @@ use cms_model::{ApiToken, ConfigPatch, Machine, NodeGroup, Projected, Tenant, Us
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::backups::Backup;
 use crate::cli::Output;
 use crate::output::render;
 use crate::tables::{Row, span};
+use cms_model::Backup;
 
 fn now() -> DateTime<Utc> {
     "2026-01-10T12:00:00Z".parse().unwrap()

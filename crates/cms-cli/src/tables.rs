@@ -1,12 +1,9 @@
-//! The columns of each kind's table, built from the shared cms-model types
-//! (and the client's own `Backup`, which cms-model does not hold).
+//! The columns of each kind's table, built from the shared cms-model types.
 
 use chrono::{DateTime, Utc};
-use cms_model::{ApiToken, ConfigPatch, Machine, NodeGroup, Projected, Tenant, User};
+use cms_model::{ApiToken, Backup, ConfigPatch, Machine, NodeGroup, Projected, Tenant, User};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-
-use crate::backups::Backup;
 
 /// Something shown as one table row.
 pub(crate) trait Row: Serialize + DeserializeOwned {

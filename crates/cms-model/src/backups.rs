@@ -1,6 +1,6 @@
-//! A tenant's scheduled etcd backups: the schedule in its spec
-//! (`spec.backups`) and what the scheduler last did in its status
-//! (`status.backups`).
+//! A tenant's etcd backups: one backup as the API shows it ([`Backup`]),
+//! the schedule in the tenant's spec (`spec.backups`) and what became of
+//! its backups in its status (`status.backups`).
 
 use std::str::FromStr;
 
@@ -103,6 +103,31 @@ pub struct BackupSuccess {
 pub struct BackupFailure {
     pub time: DateTime<Utc>,
     pub reason: String,
+}
+
+/// One etcd backup of a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Backup {
+    /// Time-sortable: the UTC time it was taken, then a random suffix,
+    /// such as `20261125t074211123z-3f9a`.
+    pub id: String,
+    pub tenant: String,
+    /// When the snapshot was taken.
+    pub time: DateTime<Utc>,
+    /// The snapshot's size in bytes, before encryption.
+    pub size: u64,
+    /// The SHA-256 of the snapshot, before encryption, in hex.
+    pub sha256: String,
+    /// The machine whose etcd member the snapshot came from.
+    pub machine: String,
+    /// The Talos version that machine ran, if it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talos_version: Option<String>,
+    /// The etcd protocol version of that member, if it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_version: Option<String>,
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ mod user;
 mod validate;
 
 pub use audit::{ANONYMOUS, AuditEntry, AuditOutcome, AuditRecord, AuditTarget};
-pub use backups::{BackupFailure, BackupSchedule, BackupSuccess, BackupsStatus, MAX_RETAIN};
+pub use backups::{Backup, BackupFailure, BackupSchedule, BackupSuccess, BackupsStatus, MAX_RETAIN};
 pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFormat, PatchTarget};
 pub use list::{List, Page, PageError};
 pub use machine::{Machine, MachineSpec, MachineStatus};

@@ -141,11 +141,12 @@ fn backups(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> 
 /// holds the scheduler's lease.
 fn schedules(settings: &Settings, store: Arc<SqlStore>, backups: Backups) -> Scheduler {
     let lease = settings.is_postgres().then(|| SchedulerLease {
-        leases: store,
+        leases: store.clone(),
         holder: crate::provisioning::replica_id(),
         ttl: settings.lease_ttl,
     });
-    Scheduler::new(backups, SchedulerOptions { tick: settings.backup_schedule_tick, lease })
+    let options = SchedulerOptions { tick: settings.backup_schedule_tick, lease, audit: Some(store) };
+    Scheduler::new(backups, options)
 }
 
 /// Where backups are kept: the S3-compatible bucket of `CMS_BACKUP_URL`

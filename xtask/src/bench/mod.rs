@@ -6,6 +6,7 @@
 //! machine the generator and the server share the cores; the ratios compare
 //! like with like, the absolute figures depend on the machine.
 
+mod backup;
 mod cpu;
 mod load;
 mod postgres;
@@ -76,6 +77,13 @@ pub(crate) struct BenchOptions {
     /// Runs only the HTTP scenarios (API and console) and prints their figures.
     #[arg(long)]
     http_only: bool,
+    /// Runs only the etcd backup bench (the server's memory while a
+    /// snapshot is taken, downloaded and restored) and prints its figures.
+    #[arg(long)]
+    backup_only: bool,
+    /// The size in MiB of the etcd snapshot in the backup bench.
+    #[arg(long, default_value_t = 50)]
+    backup_snapshot_mib: usize,
     /// Tenants preloaded before the tenant scenarios.
     #[arg(long, default_value_t = 10_000)]
     tenants: usize,
@@ -152,12 +160,17 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         &mut cargo(["build", "--release", "-p", "cms-server", "--bin", "cms-server"]),
         BUILD_LIMIT,
     )?;
+    let release = target_dir()?.join("release");
+    if options.backup_only {
+        let figures = backup_memory(options, &release.join("cms-server"))?;
+        println!("{}", figures.markdown());
+        return figures.check();
+    }
     timings.run(
         "build hello example (release)",
         &mut cargo(["build", "--release", "-p", "cms-service", "--example", "hello"]),
         BUILD_LIMIT,
     )?;
-    let release = target_dir()?.join("release");
     let shape = Shape {
         connections: options.connections,
         warmup: Duration::from_secs(options.warmup),
@@ -238,12 +251,14 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     }
     let postgres = runtime.block_on(postgres::measure(&binary, data.path(), shape, ADMIN_PASSWORD))?;
     let fan_out = watch_fan_out(options, &binary)?;
+    let backups = backup_memory(options, &binary)?;
     let figures = provisioning_figures(options, &mut timings, &runtime)?;
 
     let markdown = report.markdown(&commit())
         + &console_markdown(options.tenants, console_page)
         + &footprint_markdown(&[empty, full])
         + &fan_out.markdown()
+        + &backups.markdown()
         + &postgres.markdown()
         + &figures.markdown();
     println!("\n{markdown}");
@@ -257,7 +272,18 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     std::fs::write(&path, &markdown).with_context(|| format!("writing {}", path.display()))?;
     println!("written to {}", path.display());
     timings.print_summary("bench build steps");
-    Ok(())
+    backups.check()
+}
+
+/// The backup bench (see [`backup`]), on a server of its own.
+fn backup_memory(options: &BenchOptions, binary: &std::path::Path) -> Result<backup::Figures> {
+    ensure!(options.backup_snapshot_mib > 0, "--backup-snapshot-mib must be positive");
+    let work = tempfile::Builder::new().prefix("cms-bench-backup-").tempdir()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    println!("etcd backups of a {} MiB snapshot", options.backup_snapshot_mib);
+    let figures = runtime.block_on(backup::measure(binary, work.path(), options.backup_snapshot_mib));
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    figures
 }
 
 async fn measure(

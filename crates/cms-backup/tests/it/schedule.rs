@@ -56,7 +56,7 @@ impl World {
     }
 
     fn scheduler(&self) -> Scheduler {
-        let options = SchedulerOptions { tick: std::time::Duration::from_secs(1), lease: None };
+        let options = SchedulerOptions { tick: std::time::Duration::from_secs(1), lease: None, audit: None };
         Scheduler::new(self.backups.clone(), options)
     }
 
