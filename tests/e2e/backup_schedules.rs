@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use chrono::{Timelike, Utc};
-use cms_e2e::nodes::{StoreWriter, bundle_at};
+use cms_e2e::nodes::bundle_at;
 use cms_e2e::{Api, Server};
 use serde_json::{Value, json};
 
+use crate::backups::converged_tenant;
 use crate::metrics::{scrape, value};
 use crate::provisioning::cluster::fake_cluster;
 use crate::provisioning::{Engine, converged, eventually, metal_tenant};
@@ -44,10 +45,7 @@ async fn a_schedule_takes_backups_keeps_the_newest_and_stops_when_removed() {
     let engine = Engine::new();
     let server = engine.options().env("CMS_BACKUP_SCHEDULE_TICK", TICK).start().await;
     let api = server.api();
-    api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
-    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
-    let cluster = fake_cluster(&bundle, 1, 1).await;
-    converged(&api, "acme").await;
+    let (_bundle, cluster) = converged_tenant(&server).await;
 
     // A bad schedule is refused at its field.
     let path = "/api/v1/tenants/acme";

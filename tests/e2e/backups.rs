@@ -5,9 +5,12 @@
 //! is lost and replaced, a restore uploads identical bytes and bootstraps
 //! etcd from them (the runbook of `docs/backups.md`).
 
+use cms_e2e::cluster::FakeCluster;
 use cms_e2e::nodes::StoreWriter;
+use cms_e2e::{Api, Server};
 use cms_fake_node::snapshot_bytes;
 use cms_nodeapi::{ApplyMode, ApplyRequest, NodeApi, NodeCredentials, NodeTarget, TalosNodeClient};
+use cms_talos::SecretsBundle;
 use reqwest::Method;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -16,10 +19,44 @@ use crate::provisioning::cluster::fake_cluster;
 use crate::provisioning::{Engine, converged, metal_tenant};
 
 /// The fake node's snapshot size unless set: 256 KiB.
-const SNAPSHOT_SIZE: usize = 256 * 1024;
+pub(crate) const SNAPSHOT_SIZE: usize = 256 * 1024;
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
+}
+
+/// The tenant `acme` on `server`, one control plane and one worker on fake
+/// nodes, converged; with its secrets bundle.
+pub(crate) async fn converged_tenant(server: &Server) -> (SecretsBundle, FakeCluster) {
+    let api = server.api();
+    api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
+    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
+    let cluster = fake_cluster(&bundle, 1, 1).await;
+    converged(&api, "acme").await;
+    (bundle, cluster)
+}
+
+/// Every control plane of `acme` is lost: new fake nodes take the hosts,
+/// with an etcd that waits for its bootstrap, and `cp-0` takes the tenant's
+/// config in maintenance mode (the manual step of the runbook in
+/// `docs/backups.md`; the tenant was bootstrapped once, so nothing
+/// bootstraps a fresh etcd on it).
+pub(crate) async fn replace_control_planes(
+    api: &Api,
+    bundle: &SecretsBundle,
+    lost: FakeCluster,
+) -> FakeCluster {
+    drop(lost);
+    // The old listeners close as their aborted tasks end.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let cluster = fake_cluster(bundle, 1, 1).await;
+    let config = api.get("/api/v1/tenants/acme/machines/cp-0/config").await;
+    assert_eq!(config.status, 200, "{}", config.body);
+    let target = NodeTarget::parse(&cluster.node("cp-0").node.addr().to_string()).unwrap();
+    let request = ApplyRequest { config: config.body.into_bytes(), mode: ApplyMode::Auto, dry_run: false };
+    let client = TalosNodeClient::new(std::time::Duration::from_secs(10));
+    client.apply_configuration(&target, &NodeCredentials::maintenance(), request).await.unwrap();
+    cluster
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,10 +64,7 @@ async fn a_backup_is_taken_downloaded_refused_when_corrupt_and_restored() {
     let engine = Engine::new();
     let server = engine.options().start().await;
     let api = server.api();
-    api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
-    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
-    let cluster = fake_cluster(&bundle, 1, 1).await;
-    converged(&api, "acme").await;
+    let (bundle, cluster) = converged_tenant(&server).await;
 
     // On demand, into `<data dir>/backups`.
     let backup = api.post("/api/v1/tenants/acme/backups", &json!({})).await.expect(201);
@@ -53,20 +87,8 @@ async fn a_backup_is_taken_downloaded_refused_when_corrupt_and_restored() {
     let downloaded = response.bytes().await.unwrap();
     assert_eq!(sha256(&downloaded), expected);
 
-    // Every control plane is lost: a new machine takes the host, with an
-    // etcd that waits for its bootstrap, and takes the tenant's config (as
-    // the reconciler gives it to a new metal host; the tenant was
-    // bootstrapped once, so nothing bootstraps a fresh etcd on it).
-    drop(cluster);
-    // The old listeners close as their aborted tasks end.
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let cluster = fake_cluster(&bundle, 1, 1).await;
-    let config = api.get("/api/v1/tenants/acme/machines/cp-0/config").await;
-    assert_eq!(config.status, 200, "{}", config.body);
-    let target = NodeTarget::parse(&cluster.node("cp-0").node.addr().to_string()).unwrap();
-    let request = ApplyRequest { config: config.body.into_bytes(), mode: ApplyMode::Auto, dry_run: false };
-    let client = TalosNodeClient::new(std::time::Duration::from_secs(10));
-    client.apply_configuration(&target, &NodeCredentials::maintenance(), request).await.unwrap();
+    // Every control plane is lost and replaced.
+    let cluster = replace_control_planes(&api, &bundle, cluster).await;
 
     // A corrupted backup is refused, and no node hears of it.
     let mut corrupt = stored.clone();

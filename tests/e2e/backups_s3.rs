@@ -5,22 +5,13 @@
 //! the snapshot's SHA-256; an object swapped for another backup's, or
 //! corrupted, is refused on restore before anything reaches a node.
 
-use cms_e2e::nodes::StoreWriter;
 use cms_e2e::s3::MotoServer;
 use cms_fake_node::snapshot_bytes;
 use reqwest::Method;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
-use crate::provisioning::cluster::fake_cluster;
-use crate::provisioning::{Engine, converged, metal_tenant};
-
-/// The fake node's snapshot size unless set: 256 KiB.
-const SNAPSHOT_SIZE: usize = 256 * 1024;
-
-fn sha256(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
-}
+use crate::backups::{SNAPSHOT_SIZE, converged_tenant, sha256};
+use crate::provisioning::Engine;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_lands_in_s3_and_a_swapped_or_corrupt_object_is_refused() {
@@ -37,10 +28,7 @@ async fn a_backup_lands_in_s3_and_a_swapped_or_corrupt_object_is_refused() {
         "no credentials logged"
     );
     let api = server.api();
-    api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
-    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
-    let cluster = fake_cluster(&bundle, 1, 1).await;
-    converged(&api, "acme").await;
+    let (_bundle, cluster) = converged_tenant(&server).await;
 
     // On demand, into the bucket under the URL's prefix; nothing local.
     let backup = api.post("/api/v1/tenants/acme/backups", &json!({})).await.expect(201);

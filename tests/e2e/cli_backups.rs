@@ -7,16 +7,11 @@
 //! a backup deleted.
 
 use cms_e2e::cli::Cli;
-use cms_e2e::nodes::StoreWriter;
 use cms_fake_node::snapshot_bytes;
-use cms_nodeapi::{ApplyMode, ApplyRequest, NodeApi, NodeCredentials, NodeTarget, TalosNodeClient};
 use serde_json::Value;
 
-use crate::provisioning::cluster::fake_cluster;
-use crate::provisioning::{Engine, converged, metal_tenant};
-
-/// The fake node's snapshot size unless set: 256 KiB.
-const SNAPSHOT_SIZE: usize = 256 * 1024;
+use crate::backups::{SNAPSHOT_SIZE, converged_tenant, replace_control_planes};
+use crate::provisioning::Engine;
 
 /// The names in the client's folder, hidden ones included, but its config.
 fn files(cli: &Cli) -> Vec<String> {
@@ -34,10 +29,7 @@ async fn backups_are_taken_listed_downloaded_verified_and_restored() {
     let engine = Engine::new();
     let server = engine.options().start().await;
     let api = server.api();
-    api.post("/api/v1/tenants", &metal_tenant("acme", 1, 1)).await.expect(201);
-    let bundle = StoreWriter::open(server.data_dir()).await.bundle("acme").await;
-    let cluster = fake_cluster(&bundle, 1, 1).await;
-    converged(&api, "acme").await;
+    let (bundle, cluster) = converged_tenant(&server).await;
     let cli = Cli::new(&server);
     cli.run_with_input(&["login", "-u", "admin", "--password-stdin"], "e2e-admin-password\n").expect(0);
 
@@ -112,15 +104,7 @@ async fn backups_are_taken_listed_downloaded_verified_and_restored() {
 
     // Every control plane lost and replaced (as in `backups.rs`): the
     // restore starts etcd from the backup and names the machine.
-    drop(cluster);
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let cluster = fake_cluster(&bundle, 1, 1).await;
-    let config = api.get("/api/v1/tenants/acme/machines/cp-0/config").await;
-    assert_eq!(config.status, 200, "{}", config.body);
-    let target = NodeTarget::parse(&cluster.node("cp-0").node.addr().to_string()).unwrap();
-    let request = ApplyRequest { config: config.body.into_bytes(), mode: ApplyMode::Auto, dry_run: false };
-    let client = TalosNodeClient::new(std::time::Duration::from_secs(10));
-    client.apply_configuration(&target, &NodeCredentials::maintenance(), request).await.unwrap();
+    let cluster = replace_control_planes(&api, &bundle, cluster).await;
     let restored = cli.run(&["backup", "restore", "acme", &id, "--yes"]);
     assert_eq!(
         restored.ok(),

@@ -139,14 +139,19 @@ impl Backups {
         self.record(tenant, id).await
     }
 
-    /// Deletes the backup `id` of `tenant`: its record first, so that it is
-    /// no longer listed, then its file.
+    /// Deletes the backup `id` of `tenant`.
     pub async fn delete(&self, tenant: &str, id: &str) -> Result<Backup, BackupError> {
         let backup = self.get(tenant, id).await?;
-        self.objects.delete(&record_key(tenant, id)).await?;
-        self.objects.delete(&file_key(tenant, id)).await?;
+        self.remove(tenant, id).await?;
         tracing::info!(tenant, backup = %id, "deleted an etcd backup");
         Ok(backup)
+    }
+
+    /// Removes a backup's objects: the record first, so that it is no
+    /// longer listed, then the file.
+    async fn remove(&self, tenant: &str, id: &str) -> Result<(), BackupError> {
+        self.objects.delete(&record_key(tenant, id)).await?;
+        self.objects.delete(&file_key(tenant, id)).await
     }
 
     /// Deletes the oldest backups of `tenant` beyond the newest `retain`;
@@ -156,8 +161,7 @@ impl Backups {
         let surplus = backups.len().saturating_sub(retain);
         let mut deleted = Vec::with_capacity(surplus);
         for backup in backups.into_iter().take(surplus) {
-            self.objects.delete(&record_key(tenant, &backup.id)).await?;
-            self.objects.delete(&file_key(tenant, &backup.id)).await?;
+            self.remove(tenant, &backup.id).await?;
             deleted.push(backup.id);
         }
         if !deleted.is_empty() {

@@ -109,9 +109,11 @@ impl Scheduler {
                 () = tokio::time::sleep(self.options.tick) => {}
             }
             let now = Utc::now();
-            record_ages(self.backups.store().as_ref(), now);
+            let store = self.backups.store().as_ref();
+            let tenants = tenants(store);
+            record_ages(&tenants, now);
             let Some(lease) = &self.options.lease else {
-                self.sweep(self.backups.store().as_ref(), now).await;
+                self.sweep_over(store, tenants, now).await;
                 continue;
             };
             held = match lease
@@ -131,7 +133,7 @@ impl Scheduler {
             let renewed = Mutex::new(current);
             let renew = renew(lease, &renewed);
             tokio::select! {
-                _ = self.sweep(fenced.as_ref(), now) => {}
+                _ = self.sweep_over(fenced.as_ref(), tenants, now) => {}
                 err = renew => tracing::warn!("lost the backup scheduler's lease: {err}"),
             }
             held = Some(renewed.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()));
@@ -147,12 +149,16 @@ impl Scheduler {
     /// `store`: keeps each `nextRun` true to its schedule, and claims and
     /// takes the backups that are due.
     pub async fn sweep(&self, store: &dyn Store, now: DateTime<Utc>) -> Sweep {
+        self.sweep_over(store, tenants(store), now).await
+    }
+
+    /// [`Scheduler::sweep`] over `tenants`, as read from `store`.
+    async fn sweep_over(&self, store: &dyn Store, tenants: Vec<Tenant>, now: DateTime<Utc>) -> Sweep {
         let mut due = Vec::new();
-        for object in store.all(Kind::Tenant, None) {
-            if object.deleting {
+        for tenant in tenants {
+            if tenant.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let Ok(tenant) = object.parse::<Tenant>() else { continue };
             let name = tenant.metadata.name;
             let next_run = tenant.status.backups.and_then(|status| status.next_run);
             let Some(schedule) = tenant.spec.backups else {
@@ -203,7 +209,7 @@ impl Scheduler {
         slot: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Option<bool> {
-        let next = schedule.next_after(now.max(slot));
+        let next = schedule.next_after(now);
         let claim = update_tenant_status(store, tenant, |status| {
             let backups = status.backups.get_or_insert_default();
             if backups.next_run == Some(slot) {
@@ -278,13 +284,21 @@ async fn set_next_run(store: &dyn Store, tenant: &str, next_run: Option<DateTime
     }
 }
 
+/// Every tenant of `store`, read once per tick for both the schedules and
+/// the ages; one that does not parse is left out.
+fn tenants(store: &dyn Store) -> Vec<Tenant> {
+    store.all(Kind::Tenant, None).iter().filter_map(|object| object.parse::<Tenant>().ok()).collect()
+}
+
 /// Sets each tenant's age-of-newest-backup gauge from its status.
-fn record_ages(store: &dyn Store, now: DateTime<Utc>) {
-    for object in store.all(Kind::Tenant, None) {
-        let Ok(tenant) = object.parse::<Tenant>() else { continue };
-        let Some(success) = tenant.status.backups.and_then(|status| status.last_success) else { continue };
+fn record_ages(tenants: &[Tenant], now: DateTime<Utc>) {
+    for tenant in tenants {
+        let Some(success) = tenant.status.backups.as_ref().and_then(|status| status.last_success.as_ref())
+        else {
+            continue;
+        };
         let age = (now - success.time).num_milliseconds().max(0) as f64 / 1000.0;
-        metrics::gauge!(NEWEST_AGE, "tenant" => tenant.metadata.name).set(age);
+        metrics::gauge!(NEWEST_AGE, "tenant" => tenant.metadata.name.clone()).set(age);
     }
 }
 

@@ -30,7 +30,7 @@ use crate::rollout::{self, Rollout, UPGRADE_POLL};
 use crate::settle::settle;
 use crate::status::{
     self, BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_READY, NODES_READY, PROVISIONED,
-    UPGRADING, set_condition,
+    UPGRADING,
 };
 use crate::teardown;
 use crate::{Action, ReconcileError};
@@ -105,7 +105,7 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
             let message = format!("retrying: {err}");
             status::update(ctx.store.as_ref(), tenant, |status| {
                 status.message = Some(message.clone());
-                set_condition(status, PROVISIONED, false, "Retrying", &message);
+                status.set_condition(PROVISIONED, false, "Retrying", &message);
             })
             .await?;
             Err(err)
@@ -116,7 +116,7 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
                 status.phase = Phase::Failed;
                 status.ready = false;
                 status.message = Some(message.clone());
-                set_condition(status, PROVISIONED, false, "ProvisioningFailed", &message);
+                status.set_condition(PROVISIONED, false, "ProvisioningFailed", &message);
             })
             .await?;
             Err(err)
@@ -172,14 +172,13 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         status.ready = ready;
         status.observed_generation = generation;
         match &bootstrap {
-            Bootstrap::Done(machine) => set_condition(
-                status,
+            Bootstrap::Done(machine) => status.set_condition(
                 BOOTSTRAPPED,
                 true,
                 "Bootstrapped",
                 &format!("etcd bootstrapped on {machine}"),
             ),
-            Bootstrap::Waiting(why) => set_condition(status, BOOTSTRAPPED, false, "Waiting", why),
+            Bootstrap::Waiting(why) => status.set_condition(BOOTSTRAPPED, false, "Waiting", why),
         }
         set_check(status, ETCD_HEALTHY, &observed.etcd);
         if observed.members.is_some() {
@@ -230,7 +229,7 @@ fn leaving_status(status: &mut cms_model::TenantStatus, leaving: &Leaving) {
 
 /// Sets a condition from a check.
 fn set_check(status: &mut cms_model::TenantStatus, kind: &str, check: &Check) {
-    set_condition(status, kind, check.ok, &check.reason, &check.message);
+    status.set_condition(kind, check.ok, &check.reason, &check.message);
 }
 
 /// The rollout in the tenant's status: phase `updating` and the
@@ -247,12 +246,12 @@ fn rollout_status(status: &mut cms_model::TenantStatus, rollout: &Rollout) {
             if let Some(waiting) = waiting {
                 message.push_str(&format!("; {waiting}"));
             }
-            set_condition(status, UPGRADING, true, "InProgress", &message);
+            status.set_condition(UPGRADING, true, "InProgress", &message);
         }
         Rollout::Paused(reason) => {
             status.phase = Phase::Updating;
             status.message = Some(reason.clone());
-            set_condition(status, UPGRADING, false, "Paused", reason);
+            status.set_condition(UPGRADING, false, "Paused", reason);
         }
         Rollout::Idle => {
             if status.phase == Phase::Updating {
@@ -260,8 +259,7 @@ fn rollout_status(status: &mut cms_model::TenantStatus, rollout: &Rollout) {
                 status.message = None;
             }
             if had {
-                set_condition(
-                    status,
+                status.set_condition(
                     UPGRADING,
                     false,
                     "Done",
@@ -318,7 +316,7 @@ async fn provision(
         status.phase = Phase::Active;
         status.message = None;
         status.last_applied_at = Some(Utc::now());
-        set_condition(status, PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
+        status.set_condition(PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
     })
     .await
 }
@@ -355,7 +353,7 @@ async fn cleanup(
         let message = format!("destroy failed: {err}");
         status::update(store, tenant, |status| {
             status.message = Some(message.clone());
-            set_condition(status, PROVISIONED, true, "DestroyFailed", &message);
+            status.set_condition(PROVISIONED, true, "DestroyFailed", &message);
         })
         .await?;
         return Err(err.into());

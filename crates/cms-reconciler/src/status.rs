@@ -46,8 +46,3 @@ pub(crate) async fn update(
         Err(err) => Err(err.into()),
     }
 }
-
-/// Sets a condition, keeping its transition time when the status stays.
-pub(crate) fn set_condition(status: &mut TenantStatus, kind: &str, value: bool, reason: &str, message: &str) {
-    status.set_condition(kind, value, reason, message);
-}

@@ -16,6 +16,15 @@ fn stream_of(chunks: Vec<Vec<u8>>) -> ByteStream {
     Box::pin(futures_util::stream::iter(chunks.into_iter().map(|chunk| Ok(Bytes::from(chunk)))))
 }
 
+/// A stream that gives `chunks`, then fails.
+pub(crate) fn failing(chunks: Vec<Vec<u8>>) -> ByteStream {
+    let items = chunks
+        .into_iter()
+        .map(|chunk| Ok(Bytes::from(chunk)))
+        .chain([Err(BackupError::Malformed("the source failed"))]);
+    Box::pin(futures_util::stream::iter(items))
+}
+
 /// Everything `stream` gives, or its first error.
 async fn collect(mut stream: ByteStream) -> Result<Vec<u8>, BackupError> {
     let mut all = Vec::new();

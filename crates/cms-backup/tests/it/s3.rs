@@ -10,7 +10,7 @@ use bytes::Bytes;
 use cms_backup::{BackupError, BackupStore, ByteStream, S3Store};
 use futures_util::StreamExt;
 
-use crate::{collect, stream_of};
+use crate::{collect, failing, stream_of};
 
 /// How long `moto_server` may take to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -135,15 +135,6 @@ fn data(len: usize) -> Vec<u8> {
 /// `bytes` in chunks of `chunk` bytes, as the encryption gives them.
 fn chunked(bytes: &[u8], chunk: usize) -> Vec<Vec<u8>> {
     bytes.chunks(chunk).map(<[u8]>::to_vec).collect()
-}
-
-/// A stream that gives `chunks`, then fails.
-fn failing(chunks: Vec<Vec<u8>>) -> ByteStream {
-    let items = chunks
-        .into_iter()
-        .map(|chunk| Ok(Bytes::from(chunk)))
-        .chain([Err(BackupError::Malformed("the source failed"))]);
-    Box::pin(futures_util::stream::iter(items))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,16 +1,6 @@
-use bytes::Bytes;
-use cms_backup::{BackupError, BackupStore, ByteStream, DirStore};
+use cms_backup::{BackupError, BackupStore, DirStore};
 
-use crate::{collect, stream_of};
-
-/// A stream that gives `chunks`, then fails.
-fn failing(chunks: Vec<Vec<u8>>) -> ByteStream {
-    let items = chunks
-        .into_iter()
-        .map(|chunk| Ok(Bytes::from(chunk)))
-        .chain([Err(BackupError::Malformed("the source failed"))]);
-    Box::pin(futures_util::stream::iter(items))
-}
+use crate::{collect, failing, stream_of};
 
 fn files(dir: &std::path::Path) -> Vec<String> {
     let mut names = Vec::new();
