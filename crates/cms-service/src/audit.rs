@@ -84,7 +84,8 @@ pub(crate) async fn record(
         if let Ok(response) = &result {
             let request = response.request();
             if request.extensions().contains::<RecordedRead>() {
-                let line = RequestLine::of(request, request.match_pattern());
+                let mut line = RequestLine::of(request);
+                line.route = request.match_pattern();
                 let status = response.status().as_u16();
                 let record = entry(line, Some(&request.extensions()), status, Utc::now());
                 write(audit, record).await;
@@ -93,11 +94,13 @@ pub(crate) async fn record(
         return result;
     }
     // Routing needs the request to itself, so what the record takes from it
-    // is copied now, and the notes of the guard and handlers read after.
-    let line = RequestLine::of(req.request(), req.match_pattern());
+    // is copied now, and the route (cheap once routed), the notes of the
+    // guard and handlers read after.
+    let mut line = RequestLine::of(req.request());
     let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
     let entry = match &result {
         Ok(response) => {
+            line.route = response.request().match_pattern();
             entry(line, Some(&response.request().extensions()), response.status().as_u16(), Utc::now())
         }
         // No inner service answered, so nothing noted who asked.
@@ -132,11 +135,12 @@ struct RequestLine {
 }
 
 impl RequestLine {
-    fn of(req: &HttpRequest, route: Option<String>) -> RequestLine {
+    /// The request line of `req`, without its route.
+    fn of(req: &HttpRequest) -> RequestLine {
         RequestLine {
             method: req.method().as_str().to_string(),
             path: req.path().to_string(),
-            route,
+            route: None,
             request_id: req.extensions().get::<RequestId>().map(ToString::to_string).unwrap_or_default(),
         }
     }

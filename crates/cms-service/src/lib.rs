@@ -51,6 +51,7 @@ mod reply;
 mod request_id;
 mod routes;
 mod server;
+mod spans;
 mod state;
 mod tenants;
 mod tokens;
@@ -95,7 +96,7 @@ pub fn app(
         .configure(|cfg| configure(cfg, state))
         .wrap(from_fn(audit::record))
         .wrap(from_fn(request_id::assign))
-        .wrap(tracing_actix_web::TracingLogger::default())
+        .wrap(tracing_actix_web::TracingLogger::<spans::RootSpans>::new())
         .wrap(from_fn(metrics::record))
 }
 
@@ -104,11 +105,12 @@ pub fn app(
 /// [`app`] adds the request-id middleware, which also gives the framework's
 /// own errors the API's shape; prefer it over calling this directly.
 pub fn configure(cfg: &mut web::ServiceConfig, state: AppState) {
-    cfg.app_data(web::Data::new(state))
-        .configure(fallback::extractor_errors)
-        .configure(routes::root)
-        .configure(console::mount);
+    cfg.app_data(web::Data::new(state)).configure(fallback::extractor_errors).configure(routes::root);
+    // The API first: its prefix is one string comparison, where the
+    // console's paths with parameters are a pattern match each, and the
+    // router tries them in order.
     cfg.service(web::scope(API_PREFIX).configure(routes::api));
+    cfg.configure(console::mount);
     cfg.default_service(web::to(fallback::not_found));
 }
 

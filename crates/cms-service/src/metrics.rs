@@ -28,6 +28,10 @@ const REQUEST_BUCKETS: [f64; 14] =
 /// Histogram buckets for reconciles and tool runs, in seconds.
 const RUN_BUCKETS: [f64; 12] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0];
 
+/// Histogram buckets for the entries of a store transaction, up to the
+/// most a batch takes.
+const BATCH_BUCKETS: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
 /// The open watch streams.
 pub(crate) const WATCHERS: &str = "cms_watch_streams";
 
@@ -44,6 +48,9 @@ pub fn handle() -> &'static PrometheusHandle {
             })
             .and_then(|builder| {
                 builder.set_buckets_for_metric(Matcher::Prefix("cms_tool_".into()), &RUN_BUCKETS)
+            })
+            .and_then(|builder| {
+                builder.set_buckets_for_metric(Matcher::Full(cms_store::BATCH_SIZE.into()), &BATCH_BUCKETS)
             })
             .expect("the buckets are not empty");
         let recorder = builder.build_recorder();
@@ -66,6 +73,10 @@ fn describe() {
         "Time to the response head, by route pattern and method."
     );
     describe_gauge!(WATCHERS, "Watch (SSE) streams open now.");
+    describe_histogram!(
+        cms_store::BATCH_SIZE,
+        "Writes and audit records committed together by one transaction of the store's writer."
+    );
     describe_counter!("cms_reconciles_total", "Reconciles of tenants, by outcome (ok or error).");
     describe_histogram!(
         "cms_reconcile_duration_seconds",
@@ -105,19 +116,20 @@ pub(crate) async fn render() -> HttpResponse {
         .body(handle().render())
 }
 
-/// Counts and times one request.
+/// Counts and times one request. The route is read once the router has
+/// matched it, which is cheap; before, finding it walks the route table.
 pub(crate) async fn record(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let started = Instant::now();
-    let route = req.match_pattern().map_or_else(|| "unmatched".to_string(), |pattern| route_label(&pattern));
     let method = method_label(req.method());
     let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
-    let status = match &result {
-        Ok(response) => response.status().as_u16(),
-        Err(err) => err.as_response_error().status_code().as_u16(),
+    let (route, status) = match &result {
+        Ok(response) => (response.request().match_pattern(), response.status().as_u16()),
+        Err(err) => (None, err.as_response_error().status_code().as_u16()),
     };
+    let route = route.as_deref().map_or_else(|| "unmatched".to_string(), route_label);
     counter!("cms_http_requests_total", "route" => route.clone(), "method" => method, "status" => status.to_string())
         .increment(1);
     histogram!("cms_http_request_duration_seconds", "route" => route, "method" => method)

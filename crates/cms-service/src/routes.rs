@@ -55,6 +55,36 @@ macro_rules! table {
     (@api root) => { false };
 }
 
+/// The pattern of the route that serves `path`, as the router would find
+/// it (the root's routes, the API's, then the console's, each in order; a
+/// parameter matches one non-empty segment), by comparing segments.
+pub(crate) fn pattern_of(path: &str) -> Option<String> {
+    let root = ROUTES.iter().filter(|route| !route.api).map(|route| route.path);
+    if let Some(pattern) = root.clone().find(|pattern| same_shape(pattern, path)) {
+        return Some(pattern.to_string());
+    }
+    if let Some(rest) = path.strip_prefix(crate::API_PREFIX) {
+        let api = ROUTES.iter().filter(|route| route.api).map(|route| route.path);
+        if let Some(pattern) = api.clone().find(|pattern| same_shape(pattern, rest)) {
+            return Some(format!("{}{pattern}", crate::API_PREFIX));
+        }
+    }
+    cms_console::PATHS.iter().find(|pattern| same_shape(pattern, path)).map(|pattern| pattern.to_string())
+}
+
+/// Whether `path` has the segments of `pattern`.
+fn same_shape(pattern: &str, path: &str) -> bool {
+    let (mut wanted, mut given) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (wanted.next(), given.next()) {
+            (None, None) => return true,
+            (Some(want), Some(segment)) if want.starts_with('{') && !segment.is_empty() => {}
+            (Some(want), Some(segment)) if want == segment => {}
+            _ => return false,
+        }
+    }
+}
+
 const PUBLIC: Access = Access::Public;
 
 const fn needs(permission: cms_auth::Permission) -> Access {
@@ -148,4 +178,44 @@ pub(crate) fn root(cfg: &mut web::ServiceConfig) {
 /// Registers the routes under the API prefix.
 pub(crate) fn api(cfg: &mut web::ServiceConfig) {
     register(cfg, true);
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::dev::ResourceDef;
+
+    use super::*;
+
+    /// Every pattern the router knows, whole, in the router's order.
+    fn patterns() -> Vec<String> {
+        let root = ROUTES.iter().filter(|route| !route.api).map(|route| route.path.to_string());
+        let api = ROUTES
+            .iter()
+            .filter(|route| route.api)
+            .map(|route| format!("{}{}", crate::API_PREFIX, route.path));
+        root.chain(api).chain(cms_console::PATHS.iter().map(|path| path.to_string())).collect()
+    }
+
+    #[test]
+    fn the_pattern_of_a_path_is_the_one_the_router_matches() {
+        let patterns = patterns();
+        let mut paths: Vec<String> = patterns
+            .iter()
+            .map(|pattern| {
+                pattern
+                    .split('/')
+                    .map(|segment| if segment.starts_with('{') { "x-1" } else { segment })
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .collect();
+        paths.extend(
+            ["/nowhere", "/api/v1/tenants/a/b/c/d/e", "/api/v1/tenants//configpatches", "/api/v1"]
+                .map(String::from),
+        );
+        for path in paths {
+            let router = patterns.iter().find(|pattern| ResourceDef::new(pattern.as_str()).is_match(&path));
+            assert_eq!(pattern_of(&path).as_ref(), router, "{path}");
+        }
+    }
 }

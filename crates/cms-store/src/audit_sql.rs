@@ -5,11 +5,10 @@ use chrono::{DateTime, Utc};
 use cms_model::{AuditEntry, AuditOutcome, AuditRecord, AuditTarget, Page, UserRole};
 use sea_orm::{
     ActiveValue::{NotSet, Set},
-    ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, TransactionTrait,
+    ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select,
 };
 
 use crate::audit::{Audit, AuditFilter};
-use crate::dialect;
 use crate::entity::audit;
 use crate::error::StoreError;
 use crate::render::format_time;
@@ -82,23 +81,9 @@ fn filtered(filter: &AuditFilter) -> Select<audit::Entity> {
 #[async_trait]
 impl Audit for SqlStore {
     async fn record(&self, entry: AuditEntry) -> Result<u64, StoreError> {
-        // On SQLite a write between another transaction's read and its write
-        // makes that transaction fail (a stale WAL snapshot), so audit
-        // records take their turn with the store's writes. PostgreSQL
-        // writes them alongside.
-        let _guard = match dialect::is_postgres(&self.db) {
-            true => None,
-            false => Some(self.write_lock.lock().await),
-        };
-        let txn = self.db.begin().await?;
-        let id = audit::Entity::insert(row(entry)).exec(&txn).await?.last_insert_id;
-        // Ids grow, so the newest `retention` records are those above this.
-        let oldest_kept = id - self.audit_retention as i64;
-        if oldest_kept > 0 {
-            audit::Entity::delete_many().filter(audit::Column::Id.lte(oldest_kept)).exec(&txn).await?;
-        }
-        txn.commit().await?;
-        Ok(id as u64)
+        // Records join the store's writes in their batches: one commit for
+        // all that wait, and on SQLite no writer besides the batch writer.
+        self.submit_audit(row(entry)).await
     }
 
     async fn list(&self, page: Page, filter: AuditFilter) -> Result<(Vec<AuditRecord>, u64), StoreError> {

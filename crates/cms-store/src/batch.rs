@@ -2,14 +2,19 @@
 //! the writes waiting at once in one transaction.
 //!
 //! A batch locks the rows of the tenants its writes touch (on PostgreSQL the
-//! tenant rows, `FOR UPDATE`, in name order), loads them with every row inside
-//! those tenants, and runs each write in memory on a [`View`] of them. A write
-//! that fails leaves nothing behind; the others go on. The batch then writes
-//! the rows in a few multi-row statements, takes its revisions from the
-//! counter row, logs the events and commits: one commit, and one flush of the
-//! database's log, for every write in it. Should the batch's statements fail,
-//! each write runs again alone, so that one write's failure (a tenant created
-//! meanwhile by another replica) is reported to that write only.
+//! tenant rows, `FOR UPDATE`, in name order) and reads, under those locks,
+//! what its writes are about: the tenants, their node groups and the row
+//! each write names. It runs each write in memory on a [`View`] of them. A
+//! write that looks at a row the batch has not read notes it
+//! ([`crate::view::Needs`]); the batch reads what was needed and runs its
+//! writes again, so a write costs what it touches, never what its tenant
+//! holds. A write that fails leaves nothing behind; the others go on. The
+//! batch then writes the rows in a few multi-row statements, takes its
+//! revisions from the counter row, logs the events, appends the audit
+//! records queued with it and commits: one commit, and one flush of the
+//! database's log, for every write in it. Should the batch's statements
+//! fail, each write runs again alone, so that one write's failure (a tenant
+//! created meanwhile by another replica) is reported to that write only.
 //!
 //! The counter row is taken last, by an `UPDATE` inside the transaction, so
 //! on PostgreSQL concurrent replicas' transactions queue on it and commit in
@@ -17,7 +22,7 @@
 //! `r + 1` before `r`. A fenced write (one that carries a [`Lease`]) is
 //! checked, in the same transaction, against the lease.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 
 use chrono::Utc;
@@ -25,21 +30,25 @@ use cms_model::Kind;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, DatabaseTransaction, DbErr, EntityTrait,
-    QueryFilter, QueryOrder, QuerySelect, SqlErr, TransactionTrait, sea_query::LockType,
+    QueryFilter, SqlErr, TransactionTrait,
 };
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::api::{EventType, Key, Object, WatchEvent};
 use crate::dialect;
-use crate::entity::{event, object, projection};
+use crate::entity::{audit, event, object, projection};
 use crate::error::StoreError;
 use crate::lease::{self, Lease};
 use crate::render::format_time;
 use crate::secrets;
 use crate::sql::SqlStore;
-use crate::view::{Outcome, Overlay, Side, View};
+use crate::view::{Base, Needs, Overlay, Side, View};
 
-/// The most writes one batch takes.
+mod reads;
+
+use reads::{lock_tenants, read, read_whole, run_writes};
+
+/// The most writes (and audit records) one batch takes.
 const MOST: usize = 64;
 
 /// The most batches a replica runs at once on PostgreSQL.
@@ -49,13 +58,34 @@ const IN_FLIGHT: usize = 4;
 /// bound parameters.
 const CHUNK: usize = 200;
 
+/// Rounds of reading what a batch's writes need before it reads every row
+/// of their tenants instead. Each round reads only what a write looked at,
+/// so a write needs one round more for each row it finds through another.
+const ROUNDS: usize = 4;
+
+/// The histogram of the entries (writes and audit records) each committed
+/// transaction of the batch writer carries.
+pub const BATCH_SIZE: &str = "cms_store_batch_size";
+
 /// The queue of a replica's writes.
-pub(crate) type Queue = mpsc::UnboundedSender<Box<dyn Job>>;
+pub(crate) type Queue = mpsc::UnboundedSender<Work>;
+
+/// What waits in the queue.
+pub(crate) enum Work {
+    Write(Box<dyn Job>),
+    Audit(Box<Record>),
+}
+
+/// An audit record waiting for its batch.
+pub(crate) struct Record {
+    pub(crate) row: audit::ActiveModel,
+    pub(crate) reply: oneshot::Sender<Result<u64, StoreError>>,
+}
 
 /// A queued write.
 pub(crate) trait Job: Send {
-    /// The tenant whose rows the write touches.
-    fn owner(&self) -> &str;
+    /// The row the write is about: the batch reads it, and locks its tenant.
+    fn key(&self) -> &Key;
     fn fence(&self) -> Option<&Lease>;
     /// Runs the write on `view`; it may run again, in a later transaction.
     fn run(&mut self, view: &mut View<'_>) -> Result<(), StoreError>;
@@ -64,7 +94,7 @@ pub(crate) trait Job: Send {
 }
 
 struct Typed<T, F> {
-    owner: String,
+    key: Key,
     fence: Option<Lease>,
     write: F,
     out: Option<T>,
@@ -76,8 +106,8 @@ where
     T: Send,
     F: FnMut(&mut View<'_>) -> Result<T, StoreError> + Send,
 {
-    fn owner(&self) -> &str {
-        &self.owner
+    fn key(&self) -> &Key {
+        &self.key
     }
 
     fn fence(&self) -> Option<&Lease> {
@@ -99,21 +129,61 @@ where
     }
 }
 
+/// The writes and audit records of one batch.
+#[derive(Default)]
+struct Batch {
+    jobs: Vec<Box<dyn Job>>,
+    records: Vec<Record>,
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        self.jobs.len() + self.records.len()
+    }
+
+    fn push(&mut self, work: Work) {
+        match work {
+            Work::Write(job) => self.jobs.push(job),
+            Work::Audit(record) => self.records.push(*record),
+        }
+    }
+
+    /// Tells every writer of the batch that it failed, each with an error
+    /// from `err`.
+    fn fail(self, mut err: impl FnMut() -> StoreError) {
+        for job in self.jobs {
+            job.finish(Err(err()));
+        }
+        for record in self.records {
+            let _ = record.reply.send(Err(err()));
+        }
+    }
+}
+
+/// What a committed batch logged, and for each write the error that made it
+/// write nothing.
+struct Committed {
+    events: Vec<WatchEvent>,
+    failures: Vec<Option<StoreError>>,
+    ids: Vec<u64>,
+}
+
 /// Starts the task that runs the writes of `store`; it ends with the store.
 /// On PostgreSQL up to [`IN_FLIGHT`] batches run at once, so that one
 /// batch's round trips overlap another's; SQLite has one writer.
 pub(crate) fn start(store: Weak<SqlStore>, postgres: bool) -> Queue {
-    let (queue, mut jobs) = mpsc::unbounded_channel::<Box<dyn Job>>();
+    let (queue, mut waiting) = mpsc::unbounded_channel::<Work>();
     let slots = Arc::new(Semaphore::new(if postgres { IN_FLIGHT } else { 1 }));
     tokio::spawn(async move {
         let mut previous: Option<oneshot::Receiver<()>> = None;
-        while let Some(first) = jobs.recv().await {
+        while let Some(first) = waiting.recv().await {
             // Writes queue up while every slot is busy, and go together.
             let Ok(slot) = slots.clone().acquire_owned().await else { break };
-            let mut batch = vec![first];
+            let mut batch = Batch::default();
+            batch.push(first);
             while batch.len() < MOST {
-                match jobs.try_recv() {
-                    Ok(job) => batch.push(job),
+                match waiting.try_recv() {
+                    Ok(work) => batch.push(work),
                     Err(_) => break,
                 }
             }
@@ -131,11 +201,11 @@ pub(crate) fn start(store: Weak<SqlStore>, postgres: bool) -> Queue {
 }
 
 impl SqlStore {
-    /// Queues `write` on the rows of `owner`'s tenant and waits for its
-    /// batch to commit.
+    /// Queues `write` on the row of `key` (and the rows of its tenant) and
+    /// waits for its batch to commit.
     pub(crate) async fn submit<T, F>(
         &self,
-        owner: &Key,
+        key: &Key,
         fence: Option<&Lease>,
         write: F,
     ) -> Result<T, StoreError>
@@ -144,40 +214,49 @@ impl SqlStore {
         F: FnMut(&mut View<'_>) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let owner = owner.name.clone();
-        let job = Typed { owner, fence: fence.cloned(), write, out: None, reply };
-        self.queue.send(Box::new(job)).map_err(|_| stopped())?;
+        let job = Typed { key: key.clone(), fence: fence.cloned(), write, out: None, reply };
+        self.queue.send(Work::Write(Box::new(job))).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Queues an audit record and waits for its batch to commit; returns
+    /// its id.
+    pub(crate) async fn submit_audit(&self, row: audit::ActiveModel) -> Result<u64, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Work::Audit(Box::new(Record { row, reply }))).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 
     /// Runs a batch, then, once the batch before it has published its
     /// events to the cache, publishes its own and answers its writers.
-    async fn run_batch(&self, mut jobs: Vec<Box<dyn Job>>, before: Option<oneshot::Receiver<()>>) {
+    async fn run_batch(&self, mut batch: Batch, before: Option<oneshot::Receiver<()>>) {
         let _guard = match dialect::is_postgres(&self.db) {
             true => None,
             false => Some(self.write_lock.lock().await),
         };
-        let result = self.try_batch(&mut jobs).await;
+        let result = self.try_batch(&mut batch).await;
         if let Some(before) = before {
             // A batch that ended without a word still ended.
             let _ = before.await;
         }
         match result {
-            Ok((events, failures)) => self.answer(jobs, events, failures).await,
-            Err(err) if jobs.len() == 1 => jobs.pop().expect("one job").finish(Err(err)),
+            Ok(committed) => self.answer(batch, committed).await,
+            Err(err) if batch.len() == 1 => batch.fail(once(err)),
             // The database is away: running the writes alone would not help.
             Err(StoreError::Unavailable(err)) => {
-                for job in jobs {
-                    job.finish(Err(StoreError::Unavailable(DbErr::Custom(err.to_string()))));
-                }
+                let text = err.to_string();
+                batch.fail(|| StoreError::Unavailable(DbErr::Custom(text.clone())));
             }
             Err(err) => {
-                tracing::debug!(error = %err, writes = jobs.len(), "a batch failed; its writes run alone");
-                for job in jobs {
-                    let mut alone = vec![job];
-                    match self.try_batch(&mut alone).await {
-                        Ok((events, failures)) => self.answer(alone, events, failures).await,
-                        Err(err) => alone.pop().expect("one job").finish(Err(err)),
+                tracing::debug!(error = %err, writes = batch.len(), "a batch failed; its writes run alone");
+                let Batch { jobs, records } = batch;
+                let alone = jobs.into_iter().map(|job| Batch { jobs: vec![job], records: Vec::new() }).chain(
+                    records.into_iter().map(|record| Batch { jobs: Vec::new(), records: vec![record] }),
+                );
+                for mut one in alone {
+                    match self.try_batch(&mut one).await {
+                        Ok(committed) => self.answer(one, committed).await,
+                        Err(err) => one.fail(once(err)),
                     }
                 }
             }
@@ -185,30 +264,24 @@ impl SqlStore {
     }
 
     /// Publishes a committed batch's events, then answers each of its
-    /// writers with its own failure, if any.
-    async fn answer(
-        &self,
-        jobs: Vec<Box<dyn Job>>,
-        events: Vec<WatchEvent>,
-        failures: Vec<Option<StoreError>>,
-    ) {
-        self.publish(events).await;
-        for (job, failure) in jobs.into_iter().zip(failures) {
+    /// writers with its own failure, if any, and each audit record with its id.
+    async fn answer(&self, batch: Batch, committed: Committed) {
+        self.publish(committed.events).await;
+        for (job, failure) in batch.jobs.into_iter().zip(committed.failures) {
             job.finish(failure.map_or(Ok(()), Err));
+        }
+        for (record, id) in batch.records.into_iter().zip(committed.ids) {
+            let _ = record.reply.send(Ok(id));
         }
     }
 
-    /// Runs `jobs` in one transaction. Returns the events logged and, for
-    /// each job, the error that made it write nothing.
-    async fn try_batch(
-        &self,
-        jobs: &mut [Box<dyn Job>],
-    ) -> Result<(Vec<WatchEvent>, Vec<Option<StoreError>>), StoreError> {
+    /// Runs `batch` in one transaction.
+    async fn try_batch(&self, batch: &mut Batch) -> Result<Committed, StoreError> {
         let txn = self.db.begin().await?;
-        let mut failures: Vec<Option<StoreError>> = Vec::with_capacity(jobs.len());
-        let fences: Vec<Option<Lease>> = jobs.iter().map(|job| job.fence().cloned()).collect();
+        let fences: Vec<Option<Lease>> = batch.jobs.iter().map(|job| job.fence().cloned()).collect();
+        let mut fenced: Vec<Option<StoreError>> = Vec::with_capacity(fences.len());
         for fence in &fences {
-            failures.push(match fence {
+            fenced.push(match fence {
                 Some(lease) => match lease::check(&txn, lease).await {
                     Err(err @ StoreError::LeaseLost { .. }) => Some(err),
                     other => {
@@ -219,36 +292,67 @@ impl SqlStore {
                 None => None,
             });
         }
-        let owners: BTreeSet<String> = jobs
+        let live: Vec<Key> = batch
+            .jobs
             .iter()
-            .zip(&failures)
-            .filter(|(_, failure)| failure.is_none())
-            .map(|(job, _)| job.owner().to_string())
+            .zip(&fenced)
+            .filter(|(_, lost)| lost.is_none())
+            .map(|(job, _)| job.key().clone())
             .collect();
-        let base = load(&txn, &owners).await?;
-        let now = format_time(Utc::now());
-        let mut rows = Overlay::new();
-        let mut side = Vec::new();
-        let mut changes = Vec::new();
-        for (job, failure) in jobs.iter_mut().zip(failures.iter_mut()) {
-            if failure.is_some() {
-                continue;
-            }
-            let mut view = View::new(&base, &rows, &now);
-            match job.run(&mut view).and_then(|()| view.finish()) {
-                Ok(Outcome { rows: own, side: own_side, events }) => {
-                    rows.extend(own);
-                    side.extend(own_side);
-                    changes.extend(events);
-                }
-                Err(err) => *failure = Some(err),
-            }
+        let owners: BTreeSet<String> = live.iter().map(|key| key.owner().name).collect();
+        let mut base = Base::default();
+        lock_tenants(&txn, &owners, &mut base).await?;
+        let mut needs = Needs::default();
+        for owner in &owners {
+            needs.ranges.insert((owner.clone(), Kind::NodeGroup));
         }
+        needs.keys.extend(live.into_iter().filter(|key| key.kind != Kind::Tenant));
+        read(&txn, needs, &mut base).await?;
+        let now = format_time(Utc::now());
+        let mut round = 0;
+        let (rows, side, changes, failures) = loop {
+            let needs = match run_writes(&mut batch.jobs, &fenced, &base, &now) {
+                Ok(ran) => break ran,
+                Err(needs) => needs,
+            };
+            round += 1;
+            if round > ROUNDS {
+                return Err(StoreError::Corrupt("a write kept needing rows its batch had read".into()));
+            }
+            read(&txn, needs, &mut base).await?;
+            if round == ROUNDS {
+                read_whole(&txn, &owners, &mut base).await?;
+            }
+        };
+        let failures = failures.into_iter().zip(fenced).map(|(failure, lost)| lost.or(failure)).collect();
         write_rows(&txn, &base, rows).await?;
         write_side(&txn, side, &now).await?;
         let events = self.log(&txn, changes).await?;
+        let ids = self.append_audit(&txn, &batch.records).await?;
         txn.commit().await?;
-        Ok((events, failures))
+        metrics::histogram!(BATCH_SIZE).record(batch.len() as f64);
+        Ok(Committed { events, failures, ids })
+    }
+
+    /// Appends the batch's audit records and drops the oldest beyond the
+    /// retention; returns their ids.
+    async fn append_audit(
+        &self,
+        txn: &DatabaseTransaction,
+        records: &[Record],
+    ) -> Result<Vec<u64>, StoreError> {
+        let mut ids = Vec::with_capacity(records.len());
+        for record in records {
+            ids.push(audit::Entity::insert(record.row.clone()).exec(txn).await?.last_insert_id);
+        }
+        // Ids grow, so the newest `retention` records are those above this.
+        if let Some(last) = ids.last() {
+            let oldest_kept = last - self.audit_retention as i64;
+            if oldest_kept > 0 {
+                audit::Entity::delete_many().filter(audit::Column::Id.lte(oldest_kept)).exec(txn).await?;
+            }
+        }
+        Ok(ids.into_iter().map(|id| id as u64).collect())
     }
 
     /// Takes revisions for `changes` and appends them to the event log.
@@ -283,47 +387,9 @@ impl SqlStore {
     }
 }
 
-/// Locks the tenant rows of `owners` and reads them with every row inside
-/// them. The children are read by a second statement, after the locks are
-/// held, so that on PostgreSQL it sees every row committed before them.
-async fn load(
-    txn: &DatabaseTransaction,
-    owners: &BTreeSet<String>,
-) -> Result<BTreeMap<Key, object::Model>, StoreError> {
-    let mut base = BTreeMap::new();
-    if owners.is_empty() {
-        return Ok(base);
-    }
-    let mut tenants = object::Entity::find()
-        .filter(object::Column::Kind.eq(Kind::Tenant.as_str()))
-        .filter(object::Column::Tenant.eq(""))
-        .filter(object::Column::Name.is_in(owners.iter().cloned()))
-        .order_by_asc(object::Column::Name);
-    if dialect::is_postgres(txn) {
-        tenants = tenants.lock(LockType::Update);
-    }
-    let tenants = tenants.all(txn).await?;
-    // Naming the kinds lets both databases walk the primary key,
-    // `(kind, tenant, name)`, instead of scanning every row.
-    let kinds = Kind::ALL.into_iter().filter(|kind| *kind != Kind::Tenant).map(Kind::as_str);
-    let children = object::Entity::find()
-        .filter(object::Column::Kind.is_in(kinds))
-        .filter(object::Column::Tenant.is_in(owners.iter().cloned()))
-        .all(txn)
-        .await?;
-    for row in tenants.into_iter().chain(children) {
-        base.insert(crate::render::key_of(&row)?, row);
-    }
-    Ok(base)
-}
-
 /// Writes the rows a batch changed: new rows with plain inserts (a row
 /// there already fails the batch), changed ones in place, removed ones gone.
-async fn write_rows(
-    txn: &DatabaseTransaction,
-    base: &BTreeMap<Key, object::Model>,
-    rows: Overlay,
-) -> Result<(), StoreError> {
+async fn write_rows(txn: &DatabaseTransaction, base: &Base, rows: Overlay) -> Result<(), StoreError> {
     let mut inserts = Vec::new();
     let mut updates = Vec::new();
     let mut removals = Condition::any();
@@ -408,6 +474,12 @@ async fn write_side(txn: &DatabaseTransaction, side: Vec<Side>, now: &str) -> Re
         }
     }
     Ok(())
+}
+
+/// `err` the first time, for a batch of one.
+fn once(err: StoreError) -> impl FnMut() -> StoreError {
+    let mut err = Some(err);
+    move || err.take().unwrap_or_else(stopped)
 }
 
 fn stopped() -> StoreError {

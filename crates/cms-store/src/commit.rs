@@ -80,7 +80,7 @@ impl SqlStore {
         draft: Draft,
         fence: Option<&Lease>,
     ) -> Result<Arc<Object>, StoreError> {
-        self.submit(&key.owner(), fence, move |view| write::create(view, &key, &draft)).await
+        self.submit(&key.clone(), fence, move |view| write::create(view, &key, &draft)).await
     }
 
     pub(crate) async fn update_object(
@@ -90,7 +90,7 @@ impl SqlStore {
         expected: u64,
         fence: Option<&Lease>,
     ) -> Result<Arc<Object>, StoreError> {
-        self.submit(&key.owner(), fence, move |view| write::update(view, &key, &draft, expected)).await
+        self.submit(&key.clone(), fence, move |view| write::update(view, &key, &draft, expected)).await
     }
 
     pub(crate) async fn update_object_status(
@@ -100,12 +100,12 @@ impl SqlStore {
         expected: Option<u64>,
         fence: Option<&Lease>,
     ) -> Result<Arc<Object>, StoreError> {
-        self.submit(&key.owner(), fence, move |view| write::update_status(view, &key, &status, expected))
+        self.submit(&key.clone(), fence, move |view| write::update_status(view, &key, &status, expected))
             .await
     }
 
     pub(crate) async fn delete_object(&self, key: Key, fence: Option<&Lease>) -> Result<Deleted, StoreError> {
-        self.submit(&key.owner(), fence, move |view| write::delete(view, &key)).await
+        self.submit(&key.clone(), fence, move |view| write::delete(view, &key)).await
     }
 
     pub(crate) async fn clear_finalizer(
@@ -114,6 +114,6 @@ impl SqlStore {
         finalizer: String,
         fence: Option<&Lease>,
     ) -> Result<Option<Arc<Object>>, StoreError> {
-        self.submit(&key.owner(), fence, move |view| write::clear(view, &key, &finalizer)).await
+        self.submit(&key.clone(), fence, move |view| write::clear(view, &key, &finalizer)).await
     }
 }

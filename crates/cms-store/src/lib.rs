@@ -15,12 +15,13 @@
 //! Where things are: `api.rs`, the [`Store`] trait (mocked under `testsuite`),
 //! keys, drafts and watch events. The writes are pure: `write.rs` is every
 //! write as a function of its tenant's rows, `view.rs` those rows as one write
-//! sees and changes them in memory, `rows.rs` new rows and their parts,
+//! sees and changes them in memory (only those the write looks at are read), `rows.rs` new rows and their parts,
 //! `refs.rs` the `ConfigPatchesResolved` condition each write keeps. The SQL
 //! that runs them is apart: `commit.rs` submits a write and publishes it,
-//! `batch.rs` is group commit (lock the batch's tenants, load their rows, run
-//! the writes, write the result in multi-row statements, take the revisions
-//! and log the events, commit once). `cache.rs`: the read cache and the
+//! `batch.rs` is group commit (lock the batch's tenants, read the rows their
+//! writes need, run the writes, write the result in multi-row statements,
+//! take the revisions, log the events, append the audit records queued with
+//! them, commit once; [`BATCH_SIZE`] is the histogram of entries per commit). `cache.rs`: the read cache and the
 //! broadcast, applied strictly in revision order. `watch.rs`: bursts, replays
 //! a page of the log at a time, 410 past compaction, catch-up with the log.
 //! `listener.rs`: on PostgreSQL, `LISTEN cms_events` and a poll. `lease.rs`:
@@ -32,7 +33,8 @@
 //! `backup.rs`: [`backup_sqlite`] and [`restore_sqlite`], the embedded
 //! database as one file; `lock_file.rs`: the [`DatabaseLock`] a server holds
 //! on it. `tenant_status.rs`: [`update_tenant_status`], one writer's fields
-//! of a tenant's status, kept apart from the others'. `conformance/`: the suite run on every backend (`conformance_suite!`).
+//! of a tenant's status, kept apart from the others'. `conformance/`: the
+//! suite run on every backend (`conformance_suite!`).
 
 mod accounts;
 mod accounts_sql;
@@ -79,6 +81,7 @@ pub use api::{
 pub use audit::MockAudit;
 pub use audit::{Audit, AuditFilter};
 pub use backup::{Restored, Snapshot, backup_sqlite, restore_sqlite};
+pub use batch::BATCH_SIZE;
 pub use error::StoreError;
 #[cfg(any(test, feature = "testsuite"))]
 pub use lease::MockLeases;

@@ -1,9 +1,16 @@
-//! What one write sees and changes: the rows of the tenants it touches, as
-//! loaded (and locked) for its batch, with the changes of the batch's
-//! earlier writes and its own laid over them. Nothing here talks to the
-//! database; [`crate::batch`] loads the rows and writes the result.
+//! What one write sees and changes: the rows its batch has read (under the
+//! locks of the tenants it touches), with the changes of the batch's earlier
+//! writes and its own laid over them. Nothing here talks to the database;
+//! [`crate::batch`] reads the rows and writes the result.
+//!
+//! A batch reads only what its writes look at: single rows by key, and the
+//! rows of one kind inside a tenant. A write that looks at something its
+//! batch has not read sees it as absent and notes it in its [`Needs`]; the
+//! batch then reads what was needed and runs its writes again, so that a
+//! write's cost follows what it touches, never the size of its tenant.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use cms_model::Kind;
@@ -26,9 +33,81 @@ pub(crate) enum Side {
     DropProjection(String),
 }
 
+/// The rows a batch has read, and what it has read: single keys (found or
+/// not) and every row of a kind inside a tenant.
+#[derive(Default)]
+pub(crate) struct Base {
+    rows: BTreeMap<Key, object::Model>,
+    keys: HashSet<Key>,
+    ranges: HashSet<(String, Kind)>,
+    /// Every row there is has been read.
+    whole: bool,
+}
+
+impl Base {
+    /// A base that holds every row there is.
+    #[cfg(test)]
+    pub(crate) fn whole(rows: BTreeMap<Key, object::Model>) -> Base {
+        Base { rows, whole: true, ..Base::default() }
+    }
+
+    /// The row of `key`, if it has been read and exists.
+    pub(crate) fn get(&self, key: &Key) -> Option<&object::Model> {
+        self.rows.get(key)
+    }
+
+    /// The rows read, by key.
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> &BTreeMap<Key, object::Model> {
+        &self.rows
+    }
+
+    /// Records the read of `key`, which found `row`.
+    pub(crate) fn add_key(&mut self, key: Key, row: Option<object::Model>) {
+        if let Some(row) = row {
+            self.rows.insert(key.clone(), row);
+        }
+        self.keys.insert(key);
+    }
+
+    /// Records the read of every row of `kind` inside `tenant`: `rows`.
+    pub(crate) fn add_range(&mut self, tenant: &str, kind: Kind, rows: Vec<(Key, object::Model)>) {
+        self.rows.extend(rows);
+        self.ranges.insert((tenant.to_string(), kind));
+    }
+
+    fn has_read(&self, key: &Key) -> bool {
+        self.whole || self.keys.contains(key) || self.has_read_range(&key.tenant, key.kind)
+    }
+
+    fn has_read_range(&self, tenant: &str, kind: Kind) -> bool {
+        self.whole || self.ranges.contains(&(tenant.to_string(), kind))
+    }
+}
+
+/// What a write looked at that its batch had not read.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Needs {
+    pub(crate) keys: BTreeSet<Key>,
+    /// Every row of a kind inside a tenant.
+    pub(crate) ranges: BTreeSet<(String, Kind)>,
+}
+
+impl Needs {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.ranges.is_empty()
+    }
+
+    pub(crate) fn extend(&mut self, other: Needs) {
+        self.keys.extend(other.keys);
+        self.ranges.extend(other.ranges);
+    }
+}
+
 /// One write's view of the rows.
 pub(crate) struct View<'a> {
-    base: &'a BTreeMap<Key, object::Model>,
+    base: &'a Base,
+    needs: RefCell<Needs>,
     batch: &'a Overlay,
     own: Overlay,
     now: &'a str,
@@ -53,9 +132,10 @@ pub(crate) struct Outcome {
 }
 
 impl<'a> View<'a> {
-    pub(crate) fn new(base: &'a BTreeMap<Key, object::Model>, batch: &'a Overlay, now: &'a str) -> View<'a> {
+    pub(crate) fn new(base: &'a Base, batch: &'a Overlay, now: &'a str) -> View<'a> {
         View {
             base,
+            needs: RefCell::default(),
             batch,
             own: Overlay::new(),
             now,
@@ -71,12 +151,25 @@ impl<'a> View<'a> {
         self.now
     }
 
-    /// The row of `key`, if any.
+    /// The row of `key`, if any. One the batch has not read is absent, and
+    /// needed.
     pub(crate) fn find(&self, key: &Key) -> Option<&object::Model> {
         match self.own.get(key).or_else(|| self.batch.get(key)) {
             Some(row) => row.as_ref(),
-            None => self.base.get(key),
+            None => {
+                let row = self.base.get(key);
+                if row.is_none() && !self.base.has_read(key) {
+                    self.needs.borrow_mut().keys.insert(key.clone());
+                }
+                row
+            }
         }
+    }
+
+    /// What this write looked at that its batch had not read; when there is
+    /// any, the write must run again once the batch has read it.
+    pub(crate) fn take_needs(&mut self) -> Needs {
+        self.needs.take()
     }
 
     /// The row of `key`, or `NotFound`.
@@ -98,8 +191,11 @@ impl<'a> View<'a> {
         let mut keys: Vec<&Key> = Vec::new();
         for kind in Kind::ALL.into_iter().filter(|k| *k != Kind::Tenant && kind.is_none_or(|kind| kind == *k))
         {
+            if !self.base.has_read_range(tenant, kind) {
+                self.needs.borrow_mut().ranges.insert((tenant.to_string(), kind));
+            }
             let from = Key::child(kind, tenant, "");
-            keys.extend(self.base.range(from..).map(|(key, _)| key).take_while(|key| wanted(key)));
+            keys.extend(self.base.rows.range(from..).map(|(key, _)| key).take_while(|key| wanted(key)));
         }
         keys.extend(self.batch.keys().chain(self.own.keys()).filter(|key| wanted(key)));
         keys.sort_by(|a, b| (a.kind.as_str(), &a.name).cmp(&(b.kind.as_str(), &b.name)));
@@ -241,7 +337,7 @@ mod tests {
     fn own_changes_lie_over_the_batch_and_the_base() {
         let tenant = Key::tenant("a");
         let group = Key::child(Kind::NodeGroup, "a", "workers");
-        let base = BTreeMap::from([(tenant.clone(), row(&tenant))]);
+        let base = Base::whole(BTreeMap::from([(tenant.clone(), row(&tenant))]));
         let batch = Overlay::from([(group.clone(), Some(row(&group)))]);
         let mut view = View::new(&base, &batch, NOW);
         assert_eq!(view.children("a", None).len(), 1);
@@ -257,13 +353,14 @@ mod tests {
         let types: Vec<_> = outcome.events.iter().map(|(t, o)| (*t, o.key.clone())).collect();
         assert_eq!(types, vec![(EventType::Deleted, group.clone()), (EventType::Modified, tenant)]);
         assert_eq!(outcome.rows.get(&group), Some(&None));
-        assert_eq!(base.len(), 1, "the base is never changed");
+        assert_eq!(base.rows().len(), 1, "the base is never changed");
     }
 
     #[test]
     fn amend_bumps_and_logs_a_row_once_per_write() {
         let (tenant, other) = (Key::tenant("a"), Key::tenant("b"));
-        let base = BTreeMap::from([(tenant.clone(), row(&tenant)), (other.clone(), row(&other))]);
+        let base =
+            Base::whole(BTreeMap::from([(tenant.clone(), row(&tenant)), (other.clone(), row(&other))]));
         let batch = Overlay::new();
         let mut view = View::new(&base, &batch, NOW);
         view.update(&tenant, 1, |row| row.generation = 2).unwrap();
@@ -284,7 +381,7 @@ mod tests {
     #[test]
     fn a_render_is_reused_until_the_next_change() {
         let tenant = Key::tenant("a");
-        let base = BTreeMap::from([(tenant.clone(), row(&tenant))]);
+        let base = Base::whole(BTreeMap::from([(tenant.clone(), row(&tenant))]));
         let batch = Overlay::new();
         let mut view = View::new(&base, &batch, NOW);
         let first = view.render(&tenant).unwrap();

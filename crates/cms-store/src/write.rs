@@ -1,6 +1,6 @@
 //! The write rules: every write as a function of the rows of one tenant, as
 //! a [`View`] shows them. Pure: [`crate::commit`] hands them to the batch
-//! writer of [`crate::batch`], which loads the rows, runs the rules and
+//! writer of [`crate::batch`], which reads the rows they look at, runs the rules and
 //! writes what they changed in one transaction.
 //!
 //! A write that can change which config patch refs resolve (a tenant's refs,

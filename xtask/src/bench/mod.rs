@@ -1,5 +1,6 @@
 //! `cargo xtask bench`: throughput of the API, as ratios to a bare actix-web
-//! hello endpoint measured in the same run.
+//! hello endpoint measured in the same run; writes into one tenant as it
+//! grows, as ratios to a raw durable insert ([`writes`]).
 //!
 //! Both servers are release builds started on loopback ports. The load comes
 //! from a closed-loop generator in this process (see [`load`]), so on a small
@@ -16,6 +17,7 @@ mod report;
 mod servers;
 mod watchers;
 mod workloads;
+mod writes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -77,6 +79,11 @@ pub(crate) struct BenchOptions {
     /// Runs only the HTTP scenarios (API and console) and prints their figures.
     #[arg(long)]
     http_only: bool,
+    /// Runs only the write bench (creates into one tenant and PUTs of
+    /// tenants at 0, 1,000 and 10,000 patches, against a raw durable insert)
+    /// and prints its figures.
+    #[arg(long)]
+    writes_only: bool,
     /// Runs only the etcd backup bench (the server's memory while a
     /// snapshot is taken, downloaded and restored) and prints its figures.
     #[arg(long)]
@@ -167,8 +174,17 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         return figures.check();
     }
     timings.run(
-        "build hello example (release)",
-        &mut cargo(["build", "--release", "-p", "cms-service", "--example", "hello"]),
+        "build the baseline examples (release)",
+        &mut cargo([
+            "build",
+            "--release",
+            "-p",
+            "cms-service",
+            "--example",
+            "hello",
+            "--example",
+            "durable_insert",
+        ]),
         BUILD_LIMIT,
     )?;
     let shape = Shape {
@@ -178,6 +194,11 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     };
     if options.watchers_only {
         let figures = watch_fan_out(options, &release.join("cms-server"))?;
+        println!("{}", figures.markdown());
+        return Ok(());
+    }
+    if options.writes_only {
+        let figures = write_rates(options, shape, &release)?;
         println!("{}", figures.markdown());
         return Ok(());
     }
@@ -250,6 +271,7 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         return Ok(());
     }
     let postgres = runtime.block_on(postgres::measure(&binary, data.path(), shape, ADMIN_PASSWORD))?;
+    let writes = write_rates(options, shape, &release)?;
     let fan_out = watch_fan_out(options, &binary)?;
     let backups = backup_memory(options, &binary)?;
     let figures = provisioning_figures(options, &mut timings, &runtime)?;
@@ -257,6 +279,7 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     let markdown = report.markdown(&commit())
         + &console_markdown(options.tenants, console_page)
         + &footprint_markdown(&[empty, full])
+        + &writes.markdown()
         + &fan_out.markdown()
         + &backups.markdown()
         + &postgres.markdown()
@@ -273,6 +296,25 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     println!("written to {}", path.display());
     timings.print_summary("bench build steps");
     backups.check()
+}
+
+/// The write bench (see [`writes`]), on servers of its own.
+fn write_rates(options: &BenchOptions, shape: Shape, release: &std::path::Path) -> Result<writes::Figures> {
+    let work = tempfile::Builder::new().prefix("cms-bench-writes-").tempdir()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(options.client_threads.max(1))
+        .enable_all()
+        .build()?;
+    let shape = Shape { connections: 64, ..shape };
+    let baseline = release.join("examples").join("durable_insert");
+    runtime.block_on(writes::measure(
+        &release.join("cms-server"),
+        &baseline,
+        work.path(),
+        shape,
+        options.rounds,
+        ADMIN_PASSWORD,
+    ))
 }
 
 /// The backup bench (see [`backup`]), on a server of its own.

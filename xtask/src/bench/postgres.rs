@@ -1,7 +1,7 @@
-//! PUT throughput on PostgreSQL, as a ratio to what `pgbench` inserts on
-//! the same throwaway server (from `cms-pgtest`, fsync on) in the same run:
-//! one single-row insert per transaction, with as many clients as the PUT
-//! scenario has connections.
+//! PUT and create throughput on PostgreSQL, as ratios to what `pgbench`
+//! inserts on the same throwaway server (from `cms-pgtest`, fsync on) in the
+//! same run: one single-row insert per transaction, with as many clients as
+//! the scenarios have connections.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,6 +16,7 @@ use super::cpu::{self, Usage};
 use super::load::{self, Shape, Target};
 use super::servers::Process;
 use super::workloads::{self, tenant_body, tenant_name};
+use super::writes;
 use crate::shell::output;
 
 /// The sealing key of the benchmarked server: standard base64 of 32 bytes.
@@ -26,9 +27,12 @@ const SECRETS_KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
 pub(crate) struct Figures {
     pub(crate) connections: usize,
     pub(crate) puts_per_second: f64,
+    /// Config patches created per second, all into one tenant.
+    pub(crate) creates_per_second: f64,
     pub(crate) inserts_per_second: f64,
     /// Cores busy during the PUTs and during `pgbench`.
     pub(crate) put_cpu: Usage,
+    pub(crate) create_cpu: Usage,
     pub(crate) insert_cpu: Usage,
 }
 
@@ -36,6 +40,7 @@ impl Figures {
     /// The report section.
     pub(crate) fn markdown(&self) -> String {
         let put = self.put_cpu.micros_per_op(self.puts_per_second);
+        let create = self.create_cpu.micros_per_op(self.creates_per_second);
         let insert = self.insert_cpu.micros_per_op(self.inserts_per_second);
         format!(
             "\n## PostgreSQL\n\n\
@@ -44,28 +49,38 @@ impl Figures {
              server, {} clients each, measured in the same run.\n\n\
              | Figure | Value |\n|---|---|\n\
              | PUT tenant on PostgreSQL | {:.0}/s |\n\
+             | POST config patch into one tenant on PostgreSQL | {:.0}/s |\n\
              | `pgbench` single-row inserts | {:.0}/s |\n\
-             | ratio | {:.2}× |\n\n\
+             | ratio, PUT | {:.2}× |\n\
+             | ratio, POST | {:.2}× |\n\n\
              The target is 0.5×. A replica's writes are committed in batches (group commit, see\n\
              `docs/postgres.md`), so its commits share the flushes of PostgreSQL's log, as `pgbench`'s\n\
              do. What bounds both here is CPU: the load generator, `cms-server` and PostgreSQL share {}\n\
              logical CPU(s). CPU time per operation, from `/proc`, over each whole run:\n\n\
              | Per operation | Server | Database | Client | Total |\n|---|---:|---:|---:|---:|\n\
              | PUT tenant | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |\n\
+             | POST config patch | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |\n\
              | `pgbench` insert | | {:.0} µs | {:.0} µs | {:.0} µs |\n\n\
-             A PUT is an HTTP request with authentication, validation and a JSON reply; in the\n\
-             database it locks its tenant, reads the tenant's rows, replaces the tenant row and logs an\n\
-             event holding the whole object. A `pgbench` insert is one statement. With every party on\n\
+             A PUT or a POST is an HTTP request with authentication, validation, an audit record and a\n\
+             JSON reply; in the database its batch locks the tenants it touches, reads the rows its\n\
+             writes look at, writes them, logs an event holding the whole object and appends the audit\n\
+             records, all in one transaction. A `pgbench` insert is one statement. With every party on\n\
              the same cores, the ratio of throughputs follows the ratio of CPU time per operation.\n",
             self.connections,
             self.puts_per_second,
+            self.creates_per_second,
             self.inserts_per_second,
             self.puts_per_second / self.inserts_per_second.max(f64::EPSILON),
+            self.creates_per_second / self.inserts_per_second.max(f64::EPSILON),
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             put.0,
             put.1,
             put.2,
             put.0 + put.1 + put.2,
+            create.0,
+            create.1,
+            create.2,
+            create.0 + create.1 + create.2,
             insert.1,
             insert.2,
             insert.1 + insert.2,
@@ -94,8 +109,15 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
     let before = cpu::Sample::take(Some(server.pid()));
     let outcome = load::run(target.addr, shape, workloads::put_tenant(target.clone(), 0)).await;
     let put_cpu = before.until(&cpu::Sample::take(Some(server.pid())));
+    println!("running POST config patch on PostgreSQL");
+    let before = cpu::Sample::take(Some(server.pid()));
+    let created = load::run(target.addr, shape, writes::create_patches(&target, 0)).await;
+    let create_cpu = before.until(&cpu::Sample::take(Some(server.pid())));
     let status = server.terminate()?;
     let outcome = outcome.context("the PUT scenario on PostgreSQL")?;
+    let created = created.context("the create scenario on PostgreSQL")?;
+    anyhow::ensure!(created.failures == 0, "{} creates failed on PostgreSQL", created.failures);
+    println!("  {:.0} creates/s", created.per_second());
     anyhow::ensure!(status.success(), "cms-server on PostgreSQL exited with {status}");
     anyhow::ensure!(outcome.failures == 0, "{} PUTs failed on PostgreSQL", outcome.failures);
     println!("  {:.0} requests/s", outcome.per_second());
@@ -111,8 +133,10 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
     Ok(Figures {
         connections: shape.connections,
         puts_per_second: outcome.per_second(),
+        creates_per_second: created.per_second(),
         inserts_per_second,
         put_cpu,
+        create_cpu,
         insert_cpu,
     })
 }

@@ -85,7 +85,7 @@ fn names_are_clipped() {
 }
 
 fn line(req: &HttpRequest, route: &str) -> RequestLine {
-    RequestLine::of(req, Some(route.to_string()))
+    RequestLine { route: Some(route.to_string()), ..RequestLine::of(req) }
 }
 
 #[test]
@@ -124,7 +124,7 @@ fn entries_name_the_caller() {
     let attempt = entry(line(&login, "/api/v1/auth/login"), Some(&login.extensions()), 401, time);
     assert_eq!((attempt.actor.as_str(), attempt.actor_role, attempt.target), ("ops", None, None));
     let nobody = TestRequest::post().uri("/api/v1/nowhere").to_http_request();
-    let unknown = entry(RequestLine::of(&nobody, None), None, 404, time);
+    let unknown = entry(RequestLine::of(&nobody), None, 404, time);
     assert_eq!(
         (unknown.actor.as_str(), unknown.outcome, unknown.route),
         (ANONYMOUS, AuditOutcome::Failed, None)

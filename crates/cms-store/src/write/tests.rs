@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::entity::object;
-use crate::view::Overlay;
+use crate::view::{Base, Needs, Overlay};
 
 const NOW: &str = "2026-11-22T00:00:00.000Z";
 const LATER: &str = "2026-11-22T00:01:00.000Z";
@@ -26,7 +26,8 @@ impl Rows {
         rule: impl FnOnce(&mut View<'_>) -> Result<T, StoreError>,
     ) -> (T, Vec<(EventType, String)>, Vec<Arc<Object>>) {
         let batch = Overlay::new();
-        let mut view = View::new(&self.0, &batch, now);
+        let base = Base::whole(self.0.clone());
+        let mut view = View::new(&base, &batch, now);
         let out = rule(&mut view).expect("the write");
         let outcome = view.finish().expect("its events");
         for (key, row) in outcome.rows {
@@ -185,4 +186,83 @@ fn without_refs_nothing_touches_the_tenant() {
     let status = json!({"phase": "active"});
     let (answer, _, _) = rows.run(NOW, |view| update_status(view, &Key::tenant("a"), &status, Some(1)));
     assert!(!String::from_utf8_lossy(&answer.json).contains(CONFIG_PATCHES_RESOLVED));
+}
+
+/// The rows a batch reads first for a write on `key`: its tenant, the
+/// tenant's node groups, and `key`.
+fn read_for(rows: &Rows, key: &Key) -> Base {
+    let tenant = key.owner();
+    let mut base = Base::default();
+    base.add_key(tenant.clone(), rows.0.get(&tenant).cloned());
+    let groups = rows.0.iter().filter(|(k, _)| k.kind == Kind::NodeGroup && k.tenant == tenant.name);
+    base.add_range(&tenant.name, Kind::NodeGroup, groups.map(|(k, row)| (k.clone(), row.clone())).collect());
+    base.add_key(key.clone(), rows.0.get(key).cloned());
+    base
+}
+
+/// Runs `rule` on `base` and returns what it needed and whether it succeeded.
+fn needs_of<T>(base: &Base, rule: impl FnOnce(&mut View<'_>) -> Result<T, StoreError>) -> (Needs, bool) {
+    let batch = Overlay::new();
+    let mut view = View::new(base, &batch, LATER);
+    let ok = rule(&mut view).is_ok();
+    (view.take_needs(), ok)
+}
+
+/// A tenant `a` with `count` config patches.
+fn crowded(tenant_draft: Draft, count: usize) -> Rows {
+    let mut rows = Rows::default();
+    rows.create(NOW, &Key::tenant("a"), tenant_draft);
+    for index in 0..count {
+        rows.create(NOW, &patch(&format!("p-{index}")), draft(json!({})));
+    }
+    rows
+}
+
+#[test]
+fn a_write_needs_its_row_its_tenant_and_its_node_groups_only() {
+    let rows = crowded(tenant(&[], &[]), 500);
+    let new = patch("new");
+    let (needs, ok) = needs_of(&read_for(&rows, &new), |view| create(view, &new, &draft(json!({}))));
+    assert_eq!((needs, ok), (Needs::default(), true), "a create among 500 patches");
+    let old = patch("p-7");
+    let (needs, ok) =
+        needs_of(&read_for(&rows, &old), |view| update(view, &old, &draft(json!({"patches": []})), 1));
+    assert_eq!((needs, ok), (Needs::default(), true), "an update");
+    let (needs, ok) = needs_of(&read_for(&rows, &old), |view| delete(view, &old));
+    assert_eq!((needs, ok), (Needs::default(), true), "a delete");
+    let key = Key::tenant("a");
+    let (needs, ok) = needs_of(&read_for(&rows, &key), |view| update(view, &key, &tenant(&[], &[]), 1));
+    assert_eq!((needs, ok), (Needs::default(), true), "a tenant's update");
+}
+
+#[test]
+fn refs_need_the_patches_they_name_and_no_other() {
+    let rows = crowded(tenant(&["p-1"], &["q"]), 100);
+    let new = patch("new");
+    let mut base = read_for(&rows, &new);
+    let (needs, _) = needs_of(&base, |view| create(view, &new, &draft(json!({}))));
+    let wanted = Needs { keys: [patch("p-1"), patch("q")].into(), ranges: Default::default() };
+    assert_eq!(needs, wanted);
+    base.add_key(patch("p-1"), rows.0.get(&patch("p-1")).cloned());
+    base.add_key(patch("q"), None);
+    let batch = Overlay::new();
+    let mut view = View::new(&base, &batch, LATER);
+    create(&mut view, &new, &draft(json!({}))).expect("the create");
+    assert!(view.take_needs().is_empty());
+    let tenant = view.render(&Key::tenant("a")).expect("the tenant");
+    assert_eq!(state(&tenant).0, "False");
+    let message = condition(&tenant).expect("the condition")["message"].clone();
+    assert_eq!(message, r#"config patches not found: "q" (referenced by node group "w")"#);
+}
+
+#[test]
+fn removing_a_tenant_needs_every_row_inside_it() {
+    let mut rows = crowded(tenant(&[], &[]), 3);
+    let key = Key::tenant("a");
+    rows.run(NOW, |view| delete(view, &key));
+    rows.run(NOW, |view| clear(view, &key, FINALIZER_MACHINES));
+    let (needs, _) = needs_of(&read_for(&rows, &key), |view| clear(view, &key, FINALIZER_SECRETS));
+    let kinds: Vec<Kind> =
+        needs.ranges.iter().filter_map(|(tenant, kind)| (tenant == "a").then_some(*kind)).collect();
+    assert_eq!(kinds, [Kind::ConfigPatch, Kind::Machine], "node groups were read already");
 }
