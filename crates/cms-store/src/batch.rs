@@ -334,16 +334,21 @@ impl SqlStore {
         Ok(Committed { events, failures, ids })
     }
 
-    /// Appends the batch's audit records and drops the oldest beyond the
-    /// retention; returns their ids.
+    /// Appends the batch's audit records, in one statement per chunk, and
+    /// drops the oldest beyond the retention; returns their ids in order.
     async fn append_audit(
         &self,
         txn: &DatabaseTransaction,
         records: &[Record],
     ) -> Result<Vec<u64>, StoreError> {
         let mut ids = Vec::with_capacity(records.len());
-        for record in records {
-            ids.push(audit::Entity::insert(record.row.clone()).exec(txn).await?.last_insert_id);
+        for chunk in records.chunks(CHUNK) {
+            let rows = chunk.iter().map(|record| record.row.clone());
+            let mut keys = audit::Entity::insert_many(rows).exec_with_returning_keys(txn).await?;
+            // One statement numbers its rows in order; the order they are
+            // returned in is the database's.
+            keys.sort_unstable();
+            ids.extend(keys);
         }
         // Ids grow, so the newest `retention` records are those above this.
         if let Some(last) = ids.last() {
