@@ -25,7 +25,8 @@
 //! `server.rs`: [`HttpService`], which sets `TCP_USER_TIMEOUT` on every
 //! connection so that a watcher that stops reading is cut off. `openapi/`: the
 //! OpenAPI document built from the route table, with a snapshot.
-//! `examples/hello.rs`: the bare actix-web baseline of the benchmark.
+//! `examples/hello.rs`: the bare actix-web baseline of the benchmark;
+//! `examples/durable_insert.rs`: the write bench's, a durable sqlx insert.
 
 mod audit;
 mod audit_log;
