@@ -10,15 +10,19 @@ use cms_model::UserRole;
 use cms_store::{Accounts, TokenRecord, UserChange, UserRecord};
 use secrecy::{SecretSlice, SecretString};
 
+use cms_oidc::{HttpTransport, Transport};
+
 use crate::api_token::{self, NewToken};
 use crate::error::AuthError;
-use crate::jwt::{LoginTokens, SIGNING_KEY_SETTING};
+use crate::federated::{SsoSetup, Workload, foreign_issuer};
+use crate::identity::{Caller, Credential};
+use crate::jwt::{LoginTokens, SIGNING_KEY_SETTING, SsoClaims};
 use crate::password;
-use crate::permission::Permission;
+use crate::sso::{SsoOptions, WorkloadTrust};
 use crate::throttle::LoginThrottle;
 
 /// How the authenticator is set up.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AuthOptions {
     /// How long a login token lives.
     pub login_ttl: Duration,
@@ -27,6 +31,26 @@ pub struct AuthOptions {
     /// How long a user's role or a token record is trusted without reading
     /// the store again. Writes through the authenticator clear it at once.
     pub cache_ttl: Duration,
+    /// Whether local users may log in with their passwords.
+    pub password_login: bool,
+    /// Sign-in at an OpenID Connect provider, when configured.
+    pub sso: Option<SsoOptions>,
+    /// Issuers whose tokens workloads may present.
+    pub workloads: Vec<WorkloadTrust>,
+    /// How issuers are reached; HTTPS with a 10 s timeout when unset.
+    pub transport: Option<Arc<dyn Transport>>,
+}
+
+impl std::fmt::Debug for AuthOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthOptions")
+            .field("login_ttl", &self.login_ttl)
+            .field("cache_ttl", &self.cache_ttl)
+            .field("password_login", &self.password_login)
+            .field("sso", &self.sso)
+            .field("workloads", &self.workloads)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for AuthOptions {
@@ -35,42 +59,16 @@ impl Default for AuthOptions {
             login_ttl: Duration::from_secs(3600),
             signing_key: None,
             cache_ttl: Duration::from_secs(2),
+            password_login: true,
+            sso: None,
+            workloads: Vec::new(),
+            transport: None,
         }
     }
 }
 
-/// How a caller proved who it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Credential {
-    Login,
-    ApiToken { id: String },
-}
-
-/// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    pub user: String,
-    pub role: UserRole,
-    pub credential: Credential,
-}
-
-impl Caller {
-    /// Fails unless the caller's role holds `permission`.
-    pub fn require(&self, permission: Permission) -> Result<(), AuthError> {
-        if permission.allows(self.role) {
-            return Ok(());
-        }
-        Err(AuthError::Forbidden { role: self.role.as_str(), action: permission.action() })
-    }
-
-    /// Fails unless the caller is `user` or may manage users.
-    pub fn require_self_or_admin(&self, user: &str) -> Result<(), AuthError> {
-        if self.user == user {
-            return self.require(Permission::OwnTokens);
-        }
-        self.require(Permission::ManageUsers)
-    }
-}
+/// The longest an exchange with an identity provider or issuer may take.
+const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How many verified login tokens are remembered at most.
 const MAX_REMEMBERED_LOGINS: usize = 10_000;
@@ -81,16 +79,19 @@ const TOUCH_INTERVAL: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 /// Checks credentials against the store.
 pub struct Authenticator {
     accounts: Arc<dyn Accounts>,
-    tokens: LoginTokens,
+    pub(crate) tokens: LoginTokens,
     throttle: LoginThrottle,
     cache_ttl: Duration,
     roles: Mutex<HashMap<String, (UserRole, Instant)>>,
-    /// Login tokens that verified, with their user and expiry.
-    logins: Mutex<HashMap<String, (String, i64)>>,
+    /// Login tokens that verified, with their user, expiry and sign-in.
+    logins: Mutex<HashMap<String, (String, i64, Option<SsoClaims>)>>,
     api_tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
     /// Held for writing while the first admin is being created; logins
     /// wait for it.
     setup: Arc<tokio::sync::RwLock<()>>,
+    password_login: bool,
+    pub(crate) sso: Option<SsoSetup>,
+    pub(crate) workloads: Vec<Workload>,
 }
 
 /// Holds every login back until dropped: see [`Authenticator::hold_logins`].
@@ -126,7 +127,19 @@ impl Authenticator {
                 tracing::warn!(error = %err, "could not prepare the hash for unknown users");
             }
         });
+        let transport = match options.transport {
+            Some(transport) => transport,
+            None => Arc::new(
+                HttpTransport::new(PROVIDER_TIMEOUT).map_err(|err| AuthError::Crypto(err.to_string()))?,
+            ),
+        };
+        let sso = options.sso.map(|options| SsoSetup::new(options, transport.clone()));
+        let workloads =
+            options.workloads.into_iter().map(|trust| Workload::new(trust, transport.clone())).collect();
         Ok(Authenticator {
+            password_login: options.password_login,
+            sso,
+            workloads,
             accounts,
             tokens: LoginTokens::new(&key, options.login_ttl)?,
             throttle: LoginThrottle::default(),
@@ -151,6 +164,11 @@ impl Authenticator {
         user: &str,
         password: &SecretString,
     ) -> Result<(String, DateTime<Utc>), AuthError> {
+        if !self.password_login {
+            return Err(AuthError::NotAllowed(
+                "password login is turned off on this server; sign in with single sign-on".into(),
+            ));
+        }
         if let Some(retry_after) = self.throttle.check(user, Instant::now()) {
             return Err(AuthError::TooManyAttempts { retry_after });
         }
@@ -168,36 +186,50 @@ impl Authenticator {
         self.tokens.issue(user)
     }
 
-    /// Checks a bearer token: a login JWT or an API token.
+    /// Whether local users may log in with their passwords.
+    pub fn password_login(&self) -> bool {
+        self.password_login
+    }
+
+    /// Checks a bearer token: an API token, a login JWT, or a token of a
+    /// trusted workload issuer.
     pub async fn authenticate(&self, bearer: &str) -> Result<Caller, AuthError> {
         if bearer.starts_with(api_token::PREFIX) {
             return self.authenticate_api_token(bearer).await;
         }
-        let user = self.verified_login(bearer)?;
-        let role = self.role_of(&user).await?;
-        Ok(Caller { user, role, credential: Credential::Login })
+        if let Some(issuer) = foreign_issuer(bearer) {
+            return self.authenticate_workload(&issuer, bearer).await;
+        }
+        let (user, sso) = self.verified_login(bearer)?;
+        match sso {
+            None => {
+                let role = self.role_of(&user).await?;
+                Ok(Caller::local(&user, role, Credential::Login))
+            }
+            Some(sso) => self.sso_caller(user, sso),
+        }
     }
 
     /// The user of a login token. A token that verified once is remembered
     /// until it expires, so that each request does not pay for the signature
     /// check again; a remembered token is the exact string that verified.
-    fn verified_login(&self, bearer: &str) -> Result<String, AuthError> {
+    fn verified_login(&self, bearer: &str) -> Result<(String, Option<SsoClaims>), AuthError> {
         let now = Utc::now().timestamp();
-        if let Some((user, expires)) = self.logins.lock().unwrap_or_else(|p| p.into_inner()).get(bearer)
+        if let Some((user, expires, sso)) = self.logins.lock().unwrap_or_else(|p| p.into_inner()).get(bearer)
             && *expires > now
         {
-            return Ok(user.clone());
+            return Ok((user.clone(), sso.clone()));
         }
         let claims = self.tokens.verify(bearer)?;
         let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
         if logins.len() >= MAX_REMEMBERED_LOGINS {
-            logins.retain(|_, (_, expires)| *expires > now);
+            logins.retain(|_, (_, expires, _)| *expires > now);
             if logins.len() >= MAX_REMEMBERED_LOGINS {
                 logins.clear();
             }
         }
-        logins.insert(bearer.to_string(), (claims.sub.clone(), claims.exp));
-        Ok(claims.sub)
+        logins.insert(bearer.to_string(), (claims.sub.clone(), claims.exp, claims.sso.clone()));
+        Ok((claims.sub, claims.sso))
     }
 
     async fn authenticate_api_token(&self, bearer: &str) -> Result<Caller, AuthError> {
@@ -214,7 +246,7 @@ impl Authenticator {
         if record.last_used_at.is_none_or(|used| now - used > TOUCH_INTERVAL) {
             self.touch(&record, now);
         }
-        Ok(Caller { user: record.user, role, credential: Credential::ApiToken { id: record.id } })
+        Ok(Caller::local(&record.user, role, Credential::ApiToken { id: record.id }))
     }
 
     /// Records a token's use in the background.

@@ -10,6 +10,21 @@ pub enum AuthError {
     /// The message never says which user exists.
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// A token from an identity provider or a trusted issuer that does not
+    /// verify, or whose holder has no role; the message says which check
+    /// failed and never echoes the token.
+    #[error("{0}")]
+    Rejected(String),
+    /// Not allowed here, whatever the role: password login turned off, an
+    /// API token for a user who is not local.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// Single sign-on is not configured on this server.
+    #[error("single sign-on is not configured")]
+    SsoNotConfigured,
+    /// The identity provider or trusted issuer cannot be reached.
+    #[error("{0}")]
+    ProviderUnavailable(String),
     /// The caller's role may not do this.
     #[error("role {role} may not {action}")]
     Forbidden { role: &'static str, action: &'static str },

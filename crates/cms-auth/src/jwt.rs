@@ -13,7 +13,7 @@ use crate::error::AuthError;
 /// The setting under which a generated signing key is kept in the store.
 pub const SIGNING_KEY_SETTING: &str = "login-signing-key";
 
-const ISSUER: &str = "cms";
+pub(crate) const ISSUER: &str = "cms";
 const AUDIENCE: &str = "cms-api";
 const TYPE: &str = "login";
 /// Clock skew tolerated on `exp` and `iat`.
@@ -30,13 +30,53 @@ pub struct LoginClaims {
     pub jti: String,
     /// Always `login`.
     pub typ: String,
+    /// Present when the user signed in at the identity provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sso: Option<SsoClaims>,
 }
+
+/// Who a signed-in user is at the identity provider, as the login token
+/// carries it; the role follows from `groups` on every request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SsoClaims {
+    /// The provider's issuer URL.
+    pub iss: String,
+    /// The user's `sub` there.
+    pub sub: String,
+    /// The user's groups there at sign-in.
+    pub groups: Vec<String>,
+}
+
+/// The `state` of one sign-in at the identity provider: signed, short-lived
+/// and holding what the return must match, so that any replica can finish
+/// a sign-in that another began.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StateClaims {
+    iss: String,
+    aud: String,
+    iat: i64,
+    exp: i64,
+    /// Always `sso-state`.
+    typ: String,
+    /// The nonce the ID token must carry.
+    pub(crate) nonce: String,
+    /// Where the provider sends the code; the exchange must name it again.
+    pub(crate) redirect_uri: String,
+    /// The PKCE S256 challenge: the exchange must present its verifier.
+    pub(crate) challenge: String,
+}
+
+const STATE_AUDIENCE: &str = "cms-sso";
+const STATE_TYPE: &str = "sso-state";
+/// How long a sign-in at the identity provider may take.
+const STATE_LIFETIME_SECONDS: i64 = 600;
 
 /// Issues and checks login tokens.
 pub struct LoginTokens {
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
+    state_validation: Validation,
     lifetime: Duration,
 }
 
@@ -64,16 +104,30 @@ impl LoginTokens {
         validation.set_audience(&[AUDIENCE]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.leeway = LEEWAY_SECONDS;
+        let mut state_validation = validation.clone();
+        state_validation.set_audience(&[STATE_AUDIENCE]);
+        state_validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         Ok(LoginTokens {
             encoding: EncodingKey::from_secret(key),
             decoding: DecodingKey::from_secret(key),
             validation,
+            state_validation,
             lifetime,
         })
     }
 
     /// A new login token for `user`, and when it expires.
     pub fn issue(&self, user: &str) -> Result<(String, DateTime<Utc>), AuthError> {
+        self.issue_with(user, None)
+    }
+
+    /// A new login token for `user`, signed in at an identity provider as
+    /// `sso` says when given, and when it expires.
+    pub fn issue_with(
+        &self,
+        user: &str,
+        sso: Option<SsoClaims>,
+    ) -> Result<(String, DateTime<Utc>), AuthError> {
         let now = Utc::now();
         let lifetime =
             chrono::Duration::from_std(self.lifetime).map_err(|err| AuthError::Crypto(err.to_string()))?;
@@ -86,6 +140,7 @@ impl LoginTokens {
             exp: expires.timestamp(),
             jti: hex::encode(crate::random::bytes::<16>()?),
             typ: TYPE.into(),
+            sso,
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|err| AuthError::Crypto(err.to_string()))?;
@@ -112,6 +167,42 @@ impl LoginTokens {
     }
 }
 
+impl LoginTokens {
+    /// The signed `state` of a sign-in that returns to `redirect_uri` and
+    /// will present the verifier of `challenge`.
+    pub(crate) fn issue_state(
+        &self,
+        nonce: &str,
+        redirect_uri: &str,
+        challenge: &str,
+    ) -> Result<String, AuthError> {
+        let now = Utc::now().timestamp();
+        let claims = StateClaims {
+            iss: ISSUER.into(),
+            aud: STATE_AUDIENCE.into(),
+            iat: now,
+            exp: now + STATE_LIFETIME_SECONDS,
+            typ: STATE_TYPE.into(),
+            nonce: nonce.into(),
+            redirect_uri: redirect_uri.into(),
+            challenge: challenge.into(),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|err| AuthError::Crypto(err.to_string()))
+    }
+
+    /// The claims of a `state` this server signed, while it is fresh.
+    pub(crate) fn verify_state(&self, state: &str) -> Result<StateClaims, AuthError> {
+        let refused = || AuthError::Unauthorized("the sign-in is unknown or took too long; start again");
+        let data = jsonwebtoken::decode::<StateClaims>(state, &self.decoding, &self.state_validation)
+            .map_err(|_| refused())?;
+        if data.claims.typ != STATE_TYPE {
+            return Err(refused());
+        }
+        Ok(data.claims)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +226,7 @@ mod tests {
             exp: now + 600,
             jti: "j".into(),
             typ: TYPE.into(),
+            sso: None,
         }
     }
 
@@ -187,6 +279,26 @@ mod tests {
             &EncodingKey::from_secret(&[1; 32]),
         );
         assert!(tokens.verify(&hs512.unwrap()).is_err());
+    }
+
+    #[test]
+    fn states_verify_only_as_states() {
+        let tokens = tokens(1, Duration::from_secs(3600));
+        let state = tokens.issue_state("n", "http://127.0.0.1:1/cb", "c").unwrap();
+        let claims = tokens.verify_state(&state).unwrap();
+        assert_eq!((claims.nonce.as_str(), claims.challenge.as_str()), ("n", "c"));
+        assert!(tokens.verify(&state).is_err(), "a state is no login token");
+        let (login, _) = tokens.issue("alice").unwrap();
+        assert!(tokens.verify_state(&login).is_err(), "a login token is no state");
+        assert!(self::tokens(2, Duration::from_secs(1)).verify_state(&state).is_err());
+    }
+
+    #[test]
+    fn sso_claims_travel_in_the_token() {
+        let tokens = tokens(1, Duration::from_secs(3600));
+        let sso = SsoClaims { iss: "https://idp".into(), sub: "u1".into(), groups: vec!["devs".into()] };
+        let (token, _) = tokens.issue_with("alice@example.com", Some(sso.clone())).unwrap();
+        assert_eq!(tokens.verify(&token).unwrap().sso, Some(sso));
     }
 
     #[test]

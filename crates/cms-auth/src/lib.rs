@@ -6,21 +6,33 @@
 //! - [`api_token`]: API tokens of 256 random bits, kept only as hashes.
 //! - [`Permission`]: the role × action matrix of decisions §3, as data.
 //! - [`LoginThrottle`]: at most 5 failed logins per user per minute.
+//! - [`sso`]: single sign-on at an OpenID Connect provider, its groups
+//!   mapped to roles, and trusted workload issuers, their subjects mapped
+//!   to roles; `federated.rs` checks their tokens with `cms-oidc`.
+//! - [`Caller`] (`identity.rs`): who calls, with which role, credential and
+//!   identity source.
 //! - [`Authenticator`]: ties them to the store's [`cms_store::Accounts`].
 
 pub mod api_token;
 mod authenticator;
 mod bootstrap;
 mod error;
+mod federated;
+mod identity;
 mod jwt;
 pub mod password;
 mod permission;
 mod random;
+pub mod sso;
 mod throttle;
 
-pub use authenticator::{AuthOptions, Authenticator, Caller, Credential, LoginsHeld};
+pub use authenticator::{AuthOptions, Authenticator, LoginsHeld};
 pub use bootstrap::{BOOTSTRAP_ADMIN, FirstAdmin, bootstrap_admin, create_first_admin};
+/// A fresh PKCE pair (S256 challenge, verifier) for a sign-in.
+pub use cms_oidc::pkce_pair;
 pub use error::AuthError;
-pub use jwt::{LoginClaims, LoginTokens, SIGNING_KEY_SETTING};
+pub use federated::SsoLogin;
+pub use identity::{Caller, Credential, Source};
+pub use jwt::{LoginClaims, LoginTokens, SIGNING_KEY_SETTING, SsoClaims};
 pub use permission::Permission;
 pub use throttle::LoginThrottle;

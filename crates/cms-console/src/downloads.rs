@@ -16,12 +16,16 @@ use crate::reply::{self, Outcome, Refused};
 use crate::session::{self, Session};
 use crate::{Console, Request, Response};
 
-/// The kubeconfig of tenant `name`, as the caller's role.
+/// The kubeconfig of tenant `name`, as the caller's role (and, for a user
+/// from the identity provider, its name and groups).
 pub(crate) async fn kubeconfig(console: &Console, request: &Request, name: &str) -> Outcome {
     let (session, ttl) = allowed(console, request).await?;
+    let (user, groups) = session.caller.kube_identity();
+    let identity =
+        cms_talos::KubeIdentity { role: session.caller.role, name: user.as_deref(), groups: &groups };
     let yaml = console
         .tenancy
-        .kubeconfig(name, session.caller.role, ttl)
+        .kubeconfig_as(name, &identity, ttl)
         .await
         .map_err(|err| Failure::from(err).page(Some(&session)))?;
     Ok(issued(&session, name, "kubeconfig", ttl, yaml))

@@ -115,7 +115,14 @@ impl From<AuthError> for Failure {
     fn from(err: AuthError) -> Failure {
         match err {
             AuthError::Unauthorized(message) => Failure::new(StatusCode::UNAUTHORIZED, message),
-            AuthError::Forbidden { .. } => Failure::new(StatusCode::FORBIDDEN, err.to_string()),
+            AuthError::Rejected(message) => Failure::new(StatusCode::UNAUTHORIZED, message),
+            AuthError::Forbidden { .. } | AuthError::NotAllowed(_) => {
+                Failure::new(StatusCode::FORBIDDEN, err.to_string())
+            }
+            AuthError::SsoNotConfigured => Failure::new(StatusCode::NOT_FOUND, err.to_string()),
+            AuthError::ProviderUnavailable(_) => {
+                Failure::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+            }
             AuthError::TooManyAttempts { .. } => Failure::new(StatusCode::TOO_MANY_REQUESTS, err.to_string()),
             AuthError::Invalid(field) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, field.to_string()),
             AuthError::Store(store) => store.into(),

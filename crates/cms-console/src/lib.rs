@@ -47,6 +47,7 @@ mod reply;
 mod routes;
 mod security;
 mod session;
+mod sso;
 mod summary;
 mod tenant;
 mod tenants;
@@ -113,6 +114,10 @@ pub struct CreatedName(pub String);
 /// How the console is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsoleOptions {
+    /// The URL browsers reach the server at, such as
+    /// `https://cms.example.com`: a sign-in at the identity provider returns
+    /// to `<public_url>/sso/callback`. When unset, the request's `Host`.
+    pub public_url: Option<String>,
     /// Marks the session cookie `Secure`, so that browsers send it over
     /// HTTPS only. The server speaks plain HTTP; set this when a proxy in
     /// front of it terminates TLS.
@@ -124,7 +129,7 @@ pub struct ConsoleOptions {
 
 impl Default for ConsoleOptions {
     fn default() -> ConsoleOptions {
-        ConsoleOptions { secure_cookies: false, heartbeat: Duration::from_secs(15) }
+        ConsoleOptions { public_url: None, secure_cookies: false, heartbeat: Duration::from_secs(15) }
     }
 }
 

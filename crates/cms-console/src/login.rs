@@ -22,7 +22,7 @@ pub(crate) async fn page(console: &Console, request: &Request) -> Outcome {
     if session::current(console, request.headers()).await.is_some() {
         return Ok(reply::redirect(next));
     }
-    Ok(form_page(StatusCode::OK, next, "", None))
+    Ok(form_page(console, StatusCode::OK, next, "", None))
 }
 
 /// `POST /login`: on success, the session cookie and `303` to `next`; a
@@ -43,14 +43,14 @@ pub(crate) async fn submit(console: &Console, request: &Request) -> Outcome {
             response
         }
         Err(AuthError::Unauthorized(_)) => {
-            form_page(StatusCode::UNAUTHORIZED, next, user, Some("Invalid user name or password."))
+            form_page(console, StatusCode::UNAUTHORIZED, next, user, Some("Invalid user name or password."))
         }
         Err(AuthError::TooManyAttempts { retry_after }) => {
             let message = format!(
                 "Too many failed sign-ins for this user. Try again in {retry_after} second{}.",
                 if retry_after == 1 { "" } else { "s" }
             );
-            let mut response = form_page(StatusCode::TOO_MANY_REQUESTS, next, user, Some(&message));
+            let mut response = form_page(console, StatusCode::TOO_MANY_REQUESTS, next, user, Some(&message));
             response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(retry_after));
             response
         }
@@ -87,16 +87,30 @@ fn refuse_cross_site(request: &Request) -> Result<(), Refused> {
     Ok(())
 }
 
-fn form_page(status: StatusCode, next: &str, user: &str, error: Option<&str>) -> Response {
-    layout::respond(status, "Sign in", None, form(next, user, error))
+fn form_page(console: &Console, status: StatusCode, next: &str, user: &str, error: Option<&str>) -> Response {
+    let methods = (console.auth.sso_enabled(), console.auth.password_login());
+    layout::respond(status, "Sign in", None, form(methods, next, user, error))
 }
 
-fn form(next: &str, user: &str, error: Option<&str>) -> Markup {
+/// The sign-in page: a link to the identity provider when single sign-on is
+/// configured, the password form unless password login is off.
+fn form((sso, password): (bool, bool), next: &str, user: &str, error: Option<&str>) -> Markup {
     html! {
         h1 { "Sign in" }
         @if let Some(error) = error {
             p #login-error .failure role="alert" { (error) }
         }
+        @if sso {
+            p { a #sso-login .button href="/sso/login" { "Sign in with single sign-on" } }
+        }
+        @if password {
+            (password_form(next, user))
+        }
+    }
+}
+
+fn password_form(next: &str, user: &str) -> Markup {
+    html! {
         form #login .stacked method="post" action="/login" {
             input type="hidden" name="next" value=(next);
             div .field data-field="username" {

@@ -9,17 +9,19 @@ use crate::reply::Outcome;
 use crate::{Console, Request, Response};
 use crate::{actions, assets, create, downloads, events, login, tenant, tenants};
 use crate::{audit, probe, tokens, upgrade, users};
-use crate::{editor, patches};
+use crate::{editor, patches, sso};
 
 /// Every path the console serves, as route patterns in the mounting
 /// server's syntax, in the order to register them (`/tenants/new` before
 /// `/tenants/{name}`). None is under `/api/v1`, and none shadows the
 /// server's own root paths (`/healthz`, `/readyz`, `/metrics`, `/version`,
 /// `/openapi.json`, `/docs`).
-pub const PATHS: [&str; 28] = [
+pub const PATHS: [&str; 30] = [
     "/",
     "/login",
     "/logout",
+    "/sso/login",
+    "/sso/callback",
     "/events",
     "/tenants",
     "/tenants/new",
@@ -53,6 +55,8 @@ pub(crate) enum Route<'a> {
     Tenants,
     Login,
     Logout,
+    SsoLogin,
+    SsoCallback,
     Events,
     NewTenant,
     Tenant(&'a str),
@@ -87,6 +91,8 @@ impl<'a> Route<'a> {
             [""] | ["tenants"] => Route::Tenants,
             ["login"] => Route::Login,
             ["logout"] => Route::Logout,
+            ["sso", "login"] => Route::SsoLogin,
+            ["sso", "callback"] => Route::SsoCallback,
             ["events"] => Route::Events,
             ["tenants", "new"] => Route::NewTenant,
             ["tenants", "new", "yaml"] => Route::NewTenantYaml,
@@ -167,6 +173,8 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         (Route::Login, &Method::GET) => login::page(console, request).await,
         (Route::Login, &Method::POST) => login::submit(console, request).await,
         (Route::Logout, &Method::POST) => login::logout(console, request).await,
+        (Route::SsoLogin, &Method::GET) => sso::begin(console, request).await,
+        (Route::SsoCallback, &Method::GET) => sso::finish(console, request).await,
         (Route::Tenants, &Method::GET) => tenants::page(console, request).await,
         (Route::Events, &Method::GET) => events::stream(console, request).await,
         (Route::NewTenant, &Method::GET) => create::form(console, request).await,

@@ -106,13 +106,18 @@ pub(crate) fn to_login(request: &Request) -> Response {
 
 /// The `cms_session` cookie of the request, when it has one.
 fn cookie(headers: &HeaderMap) -> Option<String> {
+    cookie_named(headers, COOKIE)
+}
+
+/// The cookie `name` of the request, when it has a non-empty one.
+pub(crate) fn cookie_named(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(cookie, _)| *cookie == name)
         .map(|(_, value)| value.trim().to_string())
         .filter(|value| !value.is_empty())
 }

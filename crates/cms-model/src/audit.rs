@@ -82,6 +82,18 @@ pub struct AuditEntry {
     /// The id (the public part) of the API token the actor used, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor_token: Option<String>,
+    /// Where the actor's identity comes from when it was authenticated:
+    /// `local` (this server's users), `oidc` (single sign-on) or `workload`
+    /// (a trusted issuer's token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_source: Option<String>,
+    /// The issuer of an `oidc` or `workload` identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_issuer: Option<String>,
+    /// The actor's subject: the `sub` of an `oidc` or `workload` identity,
+    /// the user name of a `local` one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_subject: Option<String>,
     pub method: String,
     /// The route pattern, such as `/api/v1/tenants/{name}`; absent for
     /// paths no route serves.

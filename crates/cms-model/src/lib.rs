@@ -44,6 +44,7 @@ pub use tenant::{
 };
 pub use user::{
     ApiToken, ApiTokenSpec, ApiTokenStatus, LoginRequest, LoginResponse, MAX_PASSWORD_BYTES, MAX_TOKEN_HOURS,
-    MIN_PASSWORD_BYTES, User, UserRole, UserSpec, UserStatus, validate_password,
+    MIN_PASSWORD_BYTES, SsoStartRequest, SsoStartResponse, SsoTokenRequest, User, UserRole, UserSpec,
+    UserStatus, validate_password,
 };
 pub use validate::{FieldError, Validate, normalize_version, validate_name};

@@ -143,6 +143,39 @@ pub struct LoginResponse {
     pub expires_at: DateTime<Utc>,
 }
 
+/// The body of `POST /auth/sso/start`: a client (the CLI) begins a sign-in
+/// at the identity provider that returns to its loopback address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SsoStartRequest {
+    /// `http://127.0.0.1:<port>/...`, `http://[::1]:<port>/...` or
+    /// `http://localhost:<port>/...`.
+    pub redirect_uri: String,
+    /// The PKCE S256 challenge of a verifier the client keeps.
+    pub code_challenge: String,
+}
+
+/// Where to send the browser to sign in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SsoStartResponse {
+    pub authorization_url: String,
+}
+
+/// The body of `POST /auth/sso/token`: what came back to the redirect URI,
+/// with the PKCE verifier, for a login token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SsoTokenRequest {
+    pub code: String,
+    pub state: String,
+    pub code_verifier: String,
+    pub redirect_uri: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

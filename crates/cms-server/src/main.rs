@@ -11,6 +11,7 @@
 //! `backup.rs`, the `backup` and `restore` commands for the embedded store.
 
 mod backup;
+mod identity;
 mod logging;
 mod provisioning;
 mod sealing;

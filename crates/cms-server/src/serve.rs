@@ -76,6 +76,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         // The server speaks plain HTTP; behind a TLS proxy,
         // `CMS_SECURE_COOKIES` marks the console's cookie `Secure`.
         secure_cookies: settings.secure_cookies,
+        public_url: settings.public_url.clone(),
     };
     if options.insecure_disable_auth {
         tracing::warn!(
@@ -172,7 +173,11 @@ const BACKUP_STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 
 /// The authenticator, with the login signing key.
 async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Result<Authenticator> {
+    let (sso, workloads) = crate::identity::options(settings)?;
     let options = AuthOptions {
+        password_login: settings.password_login,
+        sso,
+        workloads,
         login_ttl: settings.login_token_ttl,
         signing_key: settings
             .login_signing_key

@@ -54,6 +54,17 @@ const KEYS: &[&str] = &[
     "lease_ttl",
     "backup_url",
     "backup_schedule_tick",
+    "public_url",
+    "password_login",
+    "sso_issuer",
+    "sso_client_id",
+    "sso_client_secret",
+    "sso_scopes",
+    "sso_username_claim",
+    "sso_groups_claim",
+    "sso_group_roles",
+    "sso_default_role",
+    "workload_issuers",
 ];
 
 /// The whole configuration of the server.
@@ -149,6 +160,29 @@ pub(crate) struct Settings {
     /// backup starts up to this long after its time.
     #[serde(deserialize_with = "duration")]
     pub(crate) backup_schedule_tick: Duration,
+    /// The URL clients reach the server at, such as `https://cms.example.com`;
+    /// the console's sign-in returns to `<public_url>/sso/callback`. When
+    /// unset, the request's `Host` is used.
+    pub(crate) public_url: Option<String>,
+    /// Whether local users may log in with a password.
+    pub(crate) password_login: bool,
+    /// The OpenID Connect provider's issuer URL; single sign-on is off when unset.
+    pub(crate) sso_issuer: Option<String>,
+    pub(crate) sso_client_id: Option<String>,
+    pub(crate) sso_client_secret: Option<SecretString>,
+    /// Scopes asked for besides `openid`, separated by spaces or commas.
+    pub(crate) sso_scopes: String,
+    /// The ID token claim that names the user.
+    pub(crate) sso_username_claim: String,
+    /// The ID token claim that lists the user's groups.
+    pub(crate) sso_groups_claim: String,
+    /// `group=role` pairs separated by commas.
+    pub(crate) sso_group_roles: String,
+    /// The role of a signed-in user whom no group grants one: a role, or `none`.
+    pub(crate) sso_default_role: String,
+    /// Trusted workload issuers.
+    #[serde(deserialize_with = "crate::identity::workload_issuers")]
+    pub(crate) workload_issuers: Vec<crate::identity::WorkloadIssuer>,
 }
 
 impl Default for Settings {
@@ -190,6 +224,17 @@ impl Default for Settings {
             lease_ttl: Duration::from_secs(30),
             backup_url: None,
             backup_schedule_tick: Duration::from_secs(10),
+            public_url: None,
+            password_login: true,
+            sso_issuer: None,
+            sso_client_id: None,
+            sso_client_secret: None,
+            sso_scopes: "email profile".to_string(),
+            sso_username_claim: "email".to_string(),
+            sso_groups_claim: "groups".to_string(),
+            sso_group_roles: String::new(),
+            sso_default_role: "none".to_string(),
+            workload_issuers: Vec::new(),
         }
     }
 }
@@ -298,6 +343,12 @@ impl Settings {
         if self.reconcile_concurrency == 0 {
             bail!("CMS_RECONCILE_CONCURRENCY must be at least 1");
         }
+        if let Some(url) = &self.public_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            bail!("CMS_PUBLIC_URL must be an http:// or https:// URL, got {url:?}");
+        }
+        crate::identity::options(self)?;
         if self.insecure_disable_auth && !self.listens_on_loopback() {
             bail!("CMS_INSECURE_DISABLE_AUTH is allowed only when CMS_LISTEN is a loopback address");
         }

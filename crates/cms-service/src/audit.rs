@@ -18,7 +18,7 @@ use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpRequest, web};
 use chrono::{DateTime, Utc};
-use cms_auth::{Caller, Credential};
+use cms_auth::{Caller, Credential, Source};
 use cms_model::{ANONYMOUS, AuditEntry, AuditOutcome, AuditTarget};
 
 use crate::API_PREFIX;
@@ -57,6 +57,12 @@ pub(crate) fn note_recorded_read(req: &HttpRequest) {
 /// password).
 pub(crate) fn note_login(req: &HttpRequest, user: &str) {
     req.extensions_mut().insert(LoginAttempt(clipped(user)));
+}
+
+/// Notes, for the audit record, who a sign-in at the identity provider
+/// signed in: the caller it becomes.
+pub(crate) fn note_sso_login(req: &HttpRequest, login: &cms_auth::SsoLogin) {
+    req.extensions_mut().insert(login.caller.clone());
 }
 
 /// At most [`MAX_NAME`] bytes of `name`.
@@ -155,12 +161,21 @@ fn entry(line: RequestLine, extensions: Option<&Extensions>, status: u16, time: 
         (Some(caller), _) => {
             let token = match &caller.credential {
                 Credential::ApiToken { id } => Some(id.clone()),
-                Credential::Login => None,
+                Credential::Login | Credential::Workload => None,
             };
             (caller.user.clone(), Some(caller.role), token)
         }
         (None, Some(LoginAttempt(user))) => (user.clone(), None, None),
         (None, None) => (ANONYMOUS.to_string(), None, None),
+    };
+    let identity = caller.map(|caller| &caller.source).or(attempt.map(|LoginAttempt(_)| &Source::Local));
+    let (actor_source, actor_issuer, actor_subject) = match identity {
+        None => (None, None, None),
+        Some(source) => (
+            Some(source.kind().to_string()),
+            source.issuer().map(str::to_string),
+            Some(source.subject().map_or_else(|| clipped(&actor), clipped)),
+        ),
     };
     let created = extensions.and_then(Extensions::get::<CreatedName>).map(|CreatedName(name)| name.as_str());
     let target = line.route.as_deref().and_then(|route| target(route, &line.path, created));
@@ -169,6 +184,9 @@ fn entry(line: RequestLine, extensions: Option<&Extensions>, status: u16, time: 
         actor,
         actor_role,
         actor_token,
+        actor_source,
+        actor_issuer,
+        actor_subject,
         method: line.method,
         route: line.route,
         path: line.path,

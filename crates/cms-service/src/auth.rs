@@ -51,7 +51,7 @@ async fn authenticate(req: &ServiceRequest) -> Result<Caller, ApiError> {
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ApiError::Internal("application state is missing".into()))?;
     if state.options.insecure_disable_auth {
-        return Ok(Caller { user: "anonymous".into(), role: UserRole::Admin, credential: Credential::Login });
+        return Ok(Caller::local("anonymous", UserRole::Admin, Credential::Login));
     }
     let header = req.headers().get(AUTHORIZATION).ok_or_else(|| unauthorized("missing bearer token"))?;
     let token = header

@@ -76,7 +76,9 @@ pub(crate) async fn kubeconfig(
 ) -> Result<HttpResponse, ApiError> {
     let caller = caller(&req)?;
     let ttl = query.ttl(&state)?;
-    let yaml = state.tenancy.kubeconfig(&name, caller.role, ttl).await?;
+    let (user, groups) = caller.kube_identity();
+    let identity = cms_talos::KubeIdentity { role: caller.role, name: user.as_deref(), groups: &groups };
+    let yaml = state.tenancy.kubeconfig_as(&name, &identity, ttl).await?;
     log_issue(&caller, &name, "kubeconfig", ttl);
     Ok(yaml_download(yaml, &format!("{name}-kubeconfig.yaml")))
 }

@@ -165,7 +165,10 @@ impl From<AuthError> for ApiError {
     fn from(err: AuthError) -> ApiError {
         match err {
             AuthError::Unauthorized(message) => ApiError::Unauthorized(message.to_string()),
-            AuthError::Forbidden { .. } => ApiError::Forbidden(err.to_string()),
+            AuthError::Rejected(message) => ApiError::Unauthorized(message),
+            AuthError::Forbidden { .. } | AuthError::NotAllowed(_) => ApiError::Forbidden(err.to_string()),
+            AuthError::SsoNotConfigured => ApiError::NotFound(err.to_string()),
+            AuthError::ProviderUnavailable(_) => ApiError::Unavailable(err.to_string()),
             AuthError::TooManyAttempts { retry_after } => {
                 ApiError::TooManyRequests { message: err.to_string(), retry_after }
             }

@@ -99,6 +99,8 @@ table! {
     root "/openapi.json" { GET => openapi::serve_document, PUBLIC; }
     root "/docs" { GET => openapi::serve_page, PUBLIC; }
     api "/auth/login" { POST => login::login, PUBLIC; }
+    api "/auth/sso/start" { POST => login::sso_start, PUBLIC; }
+    api "/auth/sso/token" { POST => login::sso_token, PUBLIC; }
     api "/tenants" {
         GET => tenants::list, needs(Read);
         POST => tenants::create, needs(Write);

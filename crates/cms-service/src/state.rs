@@ -34,6 +34,9 @@ pub struct ServiceOptions {
     /// a proxy that terminates TLS. Off by default: the server itself speaks
     /// plain HTTP, and browsers drop `Secure` cookies sent over it.
     pub secure_cookies: bool,
+    /// The URL browsers reach the server at; the console's sign-in at the
+    /// identity provider returns under it. The request's `Host` when unset.
+    pub public_url: Option<String>,
 }
 
 impl ServiceOptions {
@@ -53,6 +56,7 @@ impl Default for ServiceOptions {
             send_timeout: ServiceOptions::DEFAULT_SEND_TIMEOUT,
             insecure_disable_auth: false,
             secure_cookies: false,
+            public_url: None,
         }
     }
 }
@@ -89,8 +93,11 @@ impl AppState {
         options: ServiceOptions,
     ) -> AppState {
         let shutdown = CancellationToken::new();
-        let console_options =
-            ConsoleOptions { secure_cookies: options.secure_cookies, heartbeat: options.watch_heartbeat };
+        let console_options = ConsoleOptions {
+            public_url: options.public_url.clone(),
+            secure_cookies: options.secure_cookies,
+            heartbeat: options.watch_heartbeat,
+        };
         let console = Console::new(
             tenancy.clone(),
             auth.clone(),

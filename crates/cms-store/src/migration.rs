@@ -14,6 +14,7 @@ impl MigratorTrait for Migrator {
             Box::new(CreateTenantSecrets),
             Box::new(CreateLeases),
             Box::new(CreateAudit),
+            Box::new(AddAuditIdentity),
         ]
     }
 }
@@ -389,6 +390,44 @@ impl MigrationTrait for CreateAudit {
             manager
                 .create_index(
                     Index::create().name(name).table(Audit::Table).col(column).col(Audit::Id).to_owned(),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Where an audited actor's identity comes from: its source, issuer and
+/// subject (single sign-on and workload identities).
+struct AddAuditIdentity;
+
+impl MigrationName for AddAuditIdentity {
+    fn name(&self) -> &str {
+        "m0006_add_audit_identity"
+    }
+}
+
+#[derive(DeriveIden)]
+enum AuditIdentity {
+    #[sea_orm(iden = "audit")]
+    Table,
+    ActorSource,
+    ActorIssuer,
+    ActorSubject,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for AddAuditIdentity {
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        // SQLite adds one column per statement.
+        for column in [AuditIdentity::ActorSource, AuditIdentity::ActorIssuer, AuditIdentity::ActorSubject] {
+            manager
+                .alter_table(
+                    Table::alter().table(AuditIdentity::Table).add_column(optional(column)).to_owned(),
                 )
                 .await?;
         }

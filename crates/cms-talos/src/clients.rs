@@ -38,6 +38,26 @@ pub fn talos_role(role: UserRole) -> &'static str {
     }
 }
 
+/// Who a kubeconfig's client certificate names: by default the role's user
+/// and group; a user from an identity provider by its own name (CN), with
+/// its groups in O beside the role's group, so that the cluster's RBAC can
+/// bind them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KubeIdentity<'a> {
+    pub role: UserRole,
+    /// The certificate's CN instead of the role's user name.
+    pub name: Option<&'a str>,
+    /// More groups (O), such as `oidc:platform`.
+    pub groups: &'a [String],
+}
+
+impl KubeIdentity<'_> {
+    /// The role's user and group alone.
+    pub fn of_role(role: UserRole) -> KubeIdentity<'static> {
+        KubeIdentity { role, name: None, groups: &[] }
+    }
+}
+
 /// A kubeconfig for `role` on the cluster at `server_endpoint`
 /// (`https://HOST:6443`), with a client certificate from the Kubernetes CA
 /// that lives `ttl`. The user and the context are both `<user>@<cluster>`.
@@ -48,13 +68,27 @@ pub fn kubeconfig(
     role: UserRole,
     ttl: Duration,
 ) -> Result<String> {
+    kubeconfig_for(bundle, cluster_name, server_endpoint, &KubeIdentity::of_role(role), ttl)
+}
+
+/// A kubeconfig as [`kubeconfig`], for `identity`.
+pub fn kubeconfig_for(
+    bundle: &SecretsBundle,
+    cluster_name: &str,
+    server_endpoint: &str,
+    identity: &KubeIdentity<'_>,
+    ttl: Duration,
+) -> Result<String> {
     if cluster_name.is_empty() || !server_endpoint.starts_with("https://") {
         return Err(TalosError::InvalidInput(format!(
             "a kubeconfig needs a cluster name and an https:// server, got {cluster_name:?} and {server_endpoint:?}"
         )));
     }
-    let (user, group) = kubernetes_identity(role);
-    let cert = issue_client_cert(bundle.kubernetes_ca(), Some(user), &[group], ttl)?;
+    let (role_user, group) = kubernetes_identity(identity.role);
+    let user = identity.name.unwrap_or(role_user);
+    let mut groups = vec![group];
+    groups.extend(identity.groups.iter().map(String::as_str));
+    let cert = issue_client_cert(bundle.kubernetes_ca(), Some(user), &groups, ttl)?;
     let context = format!("{user}@{cluster_name}");
     yaml::to_yaml(&json!({
         "apiVersion": "v1",

@@ -28,7 +28,9 @@ mod yaml;
 
 pub use bundle::SecretsBundle;
 pub use certs::{CertificateAuthority, IssuedCertificate, issue_client_cert, issue_server_cert};
-pub use clients::{kubeconfig, kubernetes_identity, talos_client_cert, talos_role, talosconfig};
+pub use clients::{
+    KubeIdentity, kubeconfig, kubeconfig_for, kubernetes_identity, talos_client_cert, talos_role, talosconfig,
+};
 pub use error::{Result, TalosError};
 pub use keys::{EC_LABEL, ED25519_LABEL, KeyAlgorithm, RSA_LABEL, ServiceAccountKey};
 pub use patch::{PatchResolution, ResolvedPatch, check_patch, resolve_patches};

@@ -22,11 +22,22 @@ impl Tenancy {
         role: UserRole,
         ttl: Duration,
     ) -> Result<String, TenancyError> {
+        self.kubeconfig_as(tenant, &cms_talos::KubeIdentity::of_role(role), ttl).await
+    }
+
+    /// The tenant's Kubernetes API as `identity`: a user from an identity
+    /// provider carries its own name and groups.
+    pub async fn kubeconfig_as(
+        &self,
+        tenant: &str,
+        identity: &cms_talos::KubeIdentity<'_>,
+        ttl: Duration,
+    ) -> Result<String, TenancyError> {
         let resource = self.tenant(tenant)?;
         let addresses = control_plane::addresses(self.store().as_ref(), &resource)?;
         let server = control_plane::endpoint(&resource, &addresses)?;
         let bundle = self.secrets().open(self.store().as_ref(), tenant).await?;
-        Ok(cms_talos::kubeconfig(&bundle, tenant, &server, role, ttl)?)
+        Ok(cms_talos::kubeconfig_for(&bundle, tenant, &server, identity, ttl)?)
     }
 
     /// The tenant's node API as `role`. Its endpoints are the control-plane

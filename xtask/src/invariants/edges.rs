@@ -22,6 +22,7 @@ pub(super) const EDGES: &[(&str, &str, &str)] = &[
     ("cms-store", "cms-pgtest", "optional, `testsuite` only: tests get a throwaway PostgreSQL server"),
     ("cms-auth", "cms-model", "names and passwords follow the model's rules; roles are its roles"),
     ("cms-auth", "cms-store", "accounts, password hashes and token records live in the store"),
+    ("cms-auth", "cms-oidc", "single sign-on and workload tokens are checked against their issuers"),
     ("cms-talos", "cms-model", "configs are rendered from the model's tenants, machines and patches"),
     ("cms-nodeapi", "cms-talos", "the client's mTLS certificate is cut from a tenant's secrets bundle"),
     ("cms-nodeapi", "cms-model", "node API credentials carry the caller's role as the model spells it"),

@@ -93,11 +93,11 @@ fn entries_name_the_caller() {
     let req = TestRequest::delete().uri("/api/v1/tenants/acme").to_http_request();
     let id = RequestId(uuid::Uuid::nil());
     req.extensions_mut().insert(id);
-    req.extensions_mut().insert(Caller {
-        user: "dev".into(),
-        role: UserRole::Edit,
-        credential: Credential::ApiToken { id: "0123456789abcdef".into() },
-    });
+    req.extensions_mut().insert(Caller::local(
+        "dev",
+        UserRole::Edit,
+        Credential::ApiToken { id: "0123456789abcdef".into() },
+    ));
     let time = Utc::now();
     assert_eq!(
         entry(line(&req, "/api/v1/tenants/{name}"), Some(&req.extensions()), 403, time),
@@ -106,6 +106,9 @@ fn entries_name_the_caller() {
             actor: "dev".into(),
             actor_role: Some(UserRole::Edit),
             actor_token: Some("0123456789abcdef".into()),
+            actor_source: Some("local".into()),
+            actor_issuer: None,
+            actor_subject: Some("dev".into()),
             method: "DELETE".into(),
             route: Some("/api/v1/tenants/{name}".into()),
             path: "/api/v1/tenants/acme".into(),
@@ -123,6 +126,22 @@ fn entries_name_the_caller() {
     note_login(&login, "ops");
     let attempt = entry(line(&login, "/api/v1/auth/login"), Some(&login.extensions()), 401, time);
     assert_eq!((attempt.actor.as_str(), attempt.actor_role, attempt.target), ("ops", None, None));
+    let workload = TestRequest::post().uri("/api/v1/tenants").to_http_request();
+    workload.extensions_mut().insert(Caller {
+        user: "repo:acme/infra:ref:refs/heads/main".into(),
+        role: UserRole::Edit,
+        credential: Credential::Workload,
+        source: cms_auth::Source::Workload {
+            issuer: "https://token.actions.githubusercontent.com".into(),
+            subject: "repo:acme/infra:ref:refs/heads/main".into(),
+        },
+        groups: Vec::new(),
+    });
+    let by_workload = entry(line(&workload, "/api/v1/tenants"), Some(&workload.extensions()), 201, time);
+    assert_eq!(by_workload.actor_source.as_deref(), Some("workload"));
+    assert_eq!(by_workload.actor_issuer.as_deref(), Some("https://token.actions.githubusercontent.com"));
+    assert_eq!(by_workload.actor_subject.as_deref(), Some("repo:acme/infra:ref:refs/heads/main"));
+    assert_eq!(by_workload.actor_token, None);
     let nobody = TestRequest::post().uri("/api/v1/nowhere").to_http_request();
     let unknown = entry(RequestLine::of(&nobody), None, 404, time);
     assert_eq!(

@@ -175,6 +175,33 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .error(401, "wrong user name or password")
                 .error(429, "too many failed logins for this user; retry after `Retry-After` seconds")
         }
+        ("POST", "/auth/sso/start") => {
+            Doc::new("startSso", AUTH, "Begin a sign-in at the identity provider")
+                .about(
+                    "For clients that receive the code on a loopback address, as `cms login --sso` does: \
+                 answers the provider's authorization URL, whose signed `state` lives 10 minutes. The \
+                 redirect URI must be `http://` on a loopback address; the client keeps the PKCE verifier \
+                 and presents it to `POST /auth/sso/token`.",
+                )
+                .body("SsoStartRequest")
+                .ok(200, Success::Json("SsoStartResponse"))
+                .error(404, "single sign-on is not configured")
+                .error(503, "the identity provider cannot be reached")
+        }
+        ("POST", "/auth/sso/token") => {
+            Doc::new("finishSso", AUTH, "Exchange a sign-in's code for a login token")
+                .about(
+                    "The state must be one this server signed for the same redirect URI, the verifier must \
+                 match its challenge, and the provider's ID token must verify. The user's groups must \
+                 grant a role (`CMS_SSO_GROUP_ROLES`, `CMS_SSO_DEFAULT_ROLE`).",
+                )
+                .body("SsoTokenRequest")
+                .ok(200, Success::Json("LoginResponse"))
+                .error(401, "the state, verifier, code or ID token does not verify")
+                .error(403, "the user signed in, but none of their groups grants a role")
+                .error(404, "single sign-on is not configured")
+                .error(503, "the identity provider cannot be reached")
+        }
         ("GET", "/tenants") => Doc::new("listTenants", TENANTS, "List tenants, or watch them")
             .about(
                 "A page of tenants sorted by name. With `watch=true` the answer is a server-sent-event \

@@ -6,7 +6,8 @@ use cms_backup::Backup;
 use cms_model::{
     ApiTokenSpec, ApiTokenStatus, AuditRecord, ConfigPatchSpec, ConfigPatchStatus, LoginRequest,
     LoginResponse, MachineSpec, MachineStatus, MetalHost, NodeGroupSpec, NodeGroupStatus, ObjectMeta,
-    OciConfig, OpenStackConfig, ProjectedList, TenantSpec, TenantStatus, UserRole, UserStatus,
+    OciConfig, OpenStackConfig, ProjectedList, SsoStartRequest, SsoStartResponse, SsoTokenRequest,
+    TenantSpec, TenantStatus, UserRole, UserStatus,
 };
 use cms_prober::Health;
 use serde_json::json;
@@ -40,6 +41,9 @@ use crate::ops::BuildInfo;
     ApiTokenStatus,
     LoginRequest,
     LoginResponse,
+    SsoStartRequest,
+    SsoStartResponse,
+    SsoTokenRequest,
     AuditRecord,
     Health,
     Backup,
@@ -234,6 +238,10 @@ pub(super) fn example(schema: &str) -> Option<serde_json::Value> {
         }
         "ApiToken" => json!({"metadata": {"name": "ci"}, "spec": {"expiresIn": "24h"}}),
         "LoginRequest" => json!({"username": "admin", "password": "<password>"}),
+        "SsoStartRequest" => json!({"redirectUri": "http://127.0.0.1:8000/callback",
+            "codeChallenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}),
+        "SsoTokenRequest" => json!({"code": "<code>", "state": "<state>",
+            "codeVerifier": "<verifier>", "redirectUri": "http://127.0.0.1:8000/callback"}),
         _ => return None,
     };
     Some(value)

@@ -38,6 +38,13 @@ pub(crate) const SIGNING_KEY: &[u8; 32] = b"0123456789abcdef0123456789abcdef";
 /// need a tenant's CA open its bundle with it.
 pub(crate) const SEALING_KEY: [u8; 32] = *b"sealing-key-of-the-service-tests";
 
+/// The identity provider of the test application's single sign-on.
+pub(crate) const SSO_ISSUER: &str = "https://idp.test";
+/// The trusted workload issuer of the test application, and the audience
+/// its tokens must name.
+pub(crate) const WORKLOAD_ISSUER: &str = "https://ci.test";
+pub(crate) const WORKLOAD_AUDIENCE: &str = "https://cms.test";
+
 /// The bootstrap admin's password.
 pub(crate) const ADMIN_PASSWORD: &str = "admin-password";
 
@@ -48,6 +55,8 @@ pub(crate) struct Harness<S> {
     pub(crate) state: AppState,
     /// A login token of the bootstrap admin, sent with every request.
     pub(crate) token: String,
+    /// The key the trusted workload issuer signs with.
+    pub(crate) workload_key: cms_oidc::testing::TestKey,
     _dir: TempDir,
 }
 
@@ -102,8 +111,9 @@ pub(crate) async fn harness_with(
     let dir = tempfile::tempdir().expect("temporary directory");
     let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
     let store = SqlStore::open(&StoreOptions::new(url)).await.expect("store opens");
+    let workload_key = cms_oidc::testing::TestKey::generate("ci-1");
     let auth_options =
-        AuthOptions { signing_key: Some(SIGNING_KEY.to_vec().into()), ..AuthOptions::default() };
+        AuthOptions { signing_key: Some(SIGNING_KEY.to_vec().into()), ..federated_options(&workload_key) };
     let auth = Arc::new(Authenticator::new(store.clone(), auth_options).await.expect("authenticator"));
     bootstrap_admin(&auth, Some(SecretString::from(ADMIN_PASSWORD))).await.expect("bootstrap");
     let (token, _) = auth.login("admin", &SecretString::from(ADMIN_PASSWORD)).await.expect("admin login");
@@ -115,7 +125,43 @@ pub(crate) async fn harness_with(
     let state = AppState::new(tenancy.clone(), auth, store.clone(), prober, options)
         .with_backups(backups(&tenancy, &dir));
     let service = test::init_service(app(state.clone())).await;
-    Harness { service, store, state, token, _dir: dir }
+    Harness { service, store, state, token, workload_key, _dir: dir }
+}
+
+/// Single sign-on at [`SSO_ISSUER`] (groups `viewers`, `devs` and
+/// `platform` grant view, edit and admin) and the workload issuer
+/// [`WORKLOAD_ISSUER`] (`repo:acme/*:ref:refs/heads/main` edits, other
+/// `repo:acme/*` subjects view), both served from memory.
+fn federated_options(workload_key: &cms_oidc::testing::TestKey) -> AuthOptions {
+    use cms_auth::sso::{RoleMap, SsoOptions, WorkloadTrust, parse_grants};
+    use cms_oidc::testing::{FakeIssuer, FakeIssuers};
+    let idp = FakeIssuer::new(SSO_ISSUER, vec![cms_oidc::testing::TestKey::generate("idp-1")]);
+    let ci = FakeIssuer::new(WORKLOAD_ISSUER, vec![workload_key.clone()]);
+    let sso = SsoOptions {
+        issuer: SSO_ISSUER.into(),
+        client_id: "cms".into(),
+        client_secret: SecretString::from("client-secret"),
+        scopes: vec!["email".into()],
+        username_claim: "email".into(),
+        groups_claim: "groups".into(),
+        roles: RoleMap {
+            groups: parse_grants("test", "viewers=view,devs=edit,platform=admin").unwrap(),
+            default: None,
+        },
+    };
+    let subjects = parse_grants("test", "repo:acme/*:ref:refs/heads/main=edit,repo:acme/*=view").unwrap();
+    let trust = WorkloadTrust {
+        issuer: WORKLOAD_ISSUER.into(),
+        audience: WORKLOAD_AUDIENCE.into(),
+        jwks_url: None,
+        subjects,
+    };
+    AuthOptions {
+        sso: Some(sso),
+        workloads: vec![trust],
+        transport: Some(Arc::new(FakeIssuers(vec![idp, ci]))),
+        ..AuthOptions::default()
+    }
 }
 
 /// Backups in the harness's directory, over the real node API client.

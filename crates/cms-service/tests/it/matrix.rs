@@ -4,14 +4,15 @@
 use actix_web::http::Method;
 use actix_web::test::TestRequest;
 use base64::Engine;
-use cms_auth::{Authenticator, LoginClaims};
+use cms_auth::{Authenticator, LoginClaims, SsoClaims};
 use cms_model::{Kind, UserRole};
+use cms_oidc::testing::TestKey;
 use cms_service::{Access, ROUTES, RouteInfo};
 use cms_store::{Accounts, Draft, Key, Store, TokenRecord};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use secrecy::SecretString;
 
-use crate::{Harness, SIGNING_KEY, harness};
+use crate::{Harness, SIGNING_KEY, SSO_ISSUER, WORKLOAD_AUDIENCE, WORKLOAD_ISSUER, harness};
 
 /// Who calls, and how it proves it.
 struct Caller {
@@ -37,7 +38,27 @@ fn claims(user: &str, expires_in: i64) -> LoginClaims {
         exp: now + expires_in,
         jti: "forged".into(),
         typ: "login".into(),
+        sso: None,
     }
+}
+
+/// A login token of a user signed in at the identity provider `issuer`
+/// with `groups`, signed as this server signs them.
+fn sso_login(user: &str, issuer: &str, groups: &[&str]) -> String {
+    let tokens =
+        cms_auth::LoginTokens::new(&SIGNING_KEY.to_vec().into(), std::time::Duration::from_secs(600))
+            .expect("tokens");
+    let sso = SsoClaims {
+        iss: issuer.into(),
+        sub: format!("sub-{user}"),
+        groups: groups.iter().map(|group| group.to_string()).collect(),
+    };
+    tokens.issue_with(user, Some(sso)).expect("token").0
+}
+
+/// A workload token from `issuer` for `audience` about `subject`, signed by `key`.
+fn workload(key: &TestKey, issuer: &str, audience: &str, subject: &str, lifetime: i64) -> String {
+    key.sign(&cms_oidc::testing::claims(issuer, audience, subject, lifetime))
 }
 
 fn unsigned(claims: &LoginClaims) -> String {
@@ -73,6 +94,10 @@ async fn callers<S>(h: &Harness<S>) -> Vec<Caller> {
     wrong_aud.aud = "somebody-else".into();
     let hs256 = Header::new(Algorithm::HS256);
     let denied = |label, token: String| Caller { label, token: Some(token), role: None, user: "admin" };
+    let key = h.workload_key.clone();
+    let ci = |key: &TestKey, subject: &str, lifetime| {
+        workload(key, WORKLOAD_ISSUER, WORKLOAD_AUDIENCE, subject, lifetime)
+    };
     vec![
         Caller { label: "anonymous", token: None, role: None, user: "admin" },
         Caller {
@@ -94,7 +119,53 @@ async fn callers<S>(h: &Harness<S>) -> Vec<Caller> {
         denied("JWT signed with another key", forge(&claims("admin", 600), hs256, &[9u8; 32])),
         denied("revoked API token", revoked.value),
         denied("expired API token", expired_value),
+        federated(
+            "SSO user in viewers",
+            sso_login("v@example.com", SSO_ISSUER, &["viewers"]),
+            UserRole::View,
+        ),
+        federated(
+            "SSO user in viewers and devs",
+            sso_login("e@example.com", SSO_ISSUER, &["viewers", "devs"]),
+            UserRole::Edit,
+        ),
+        federated(
+            "SSO user in platform",
+            sso_login("a@example.com", SSO_ISSUER, &["platform"]),
+            UserRole::Admin,
+        ),
+        denied("SSO user in no mapped group", sso_login("n@example.com", SSO_ISSUER, &["others"])),
+        denied(
+            "SSO login of another provider",
+            sso_login("a@example.com", "https://other.test", &["platform"]),
+        ),
+        federated("workload on main", ci(&key, "repo:acme/infra:ref:refs/heads/main", 300), UserRole::Edit),
+        federated(
+            "workload on a branch",
+            ci(&key, "repo:acme/infra:ref:refs/heads/dev", 300),
+            UserRole::View,
+        ),
+        denied("workload of another org", ci(&key, "repo:evil/infra:ref:refs/heads/main", 300)),
+        denied("expired workload token", ci(&key, "repo:acme/infra:ref:refs/heads/main", -120)),
+        denied(
+            "workload token for another audience",
+            workload(&key, WORKLOAD_ISSUER, "https://elsewhere.test", "repo:acme/x", 300),
+        ),
+        denied(
+            "workload token of an untrusted issuer",
+            workload(&key, "https://untrusted.test", WORKLOAD_AUDIENCE, "repo:acme/x", 300),
+        ),
+        denied(
+            "workload token signed by a key the issuer does not publish",
+            workload(&TestKey::generate("ci-1"), WORKLOAD_ISSUER, WORKLOAD_AUDIENCE, "repo:acme/x", 300),
+        ),
     ]
+}
+
+/// A caller from elsewhere: its permissions are its role's, but API tokens
+/// are only for local users.
+fn federated(label: &'static str, token: String, role: UserRole) -> Caller {
+    Caller { label, token: Some(token), role: Some(role), user: "admin" }
 }
 
 /// The concrete URI of a route, with its parameters filled for `user`.
@@ -154,6 +225,14 @@ async fn every_route_answers_every_caller_as_the_matrix_says() {
                 (Access::Public, _) => assert!(status != 401 && status != 403, "{what}: {status}"),
                 (Access::Requires(_), None) => {
                     reply.error(401, "Unauthorized");
+                }
+                (Access::Requires(_), Some(role))
+                    if (caller.label.starts_with("SSO") || caller.label.starts_with("workload"))
+                        && route.path.starts_with("/users/{name}/tokens")
+                        && role != UserRole::Admin =>
+                {
+                    let message = reply.error(403, "Forbidden");
+                    assert!(message.contains("local users"), "{what}: {message}");
                 }
                 (Access::Requires(permission), Some(role)) if !permission.allows(role) => {
                     let message = reply.error(403, "Forbidden");
