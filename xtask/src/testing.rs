@@ -19,6 +19,7 @@ pub(crate) fn run_all() -> Result<Timings> {
     let mut timings = Timings::default();
     let mut engine = timings.measure("test engine", test_engine)?;
     engine.extend(timings.measure("test S3 API", test_s3)?);
+    engine.extend(timings.measure("test OIDC provider", test_oidc)?);
     timings.run("build binaries", &mut cargo(["build", "--workspace", "--bins"]), BUILD_LIMIT)?;
     if on_path("cargo-nextest") {
         // Doctests first, so that the run closes on nextest's summary of every test.
@@ -45,6 +46,7 @@ pub(crate) fn run_e2e(args: &[String]) -> Result<()> {
     let mut timings = Timings::default();
     let mut engine = timings.measure("test engine", test_engine)?;
     engine.extend(timings.measure("test S3 API", test_s3)?);
+    engine.extend(timings.measure("test OIDC provider", test_oidc)?);
     timings.run(
         "build cms-server, cms and cms-fake-node",
         &mut cargo([
@@ -110,4 +112,18 @@ pub(crate) fn test_s3() -> Result<Vec<(String, String)>> {
     let server = String::from_utf8(output.stdout)?.trim().to_string();
     println!("test S3 API: {server}");
     Ok(vec![("CMS_TEST_MOTO".to_string(), server)])
+}
+
+/// Installs the OpenID Connect provider of the single sign-on tests with
+/// `.ci/oidc-provider` (oidc-provider-mock in a venv) and returns the
+/// variable that points the tests at it: `CMS_TEST_OIDC`.
+pub(crate) fn test_oidc() -> Result<Vec<(String, String)>> {
+    let output = std::process::Command::new("bash")
+        .arg(workspace_root().join(".ci/oidc-provider"))
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(output.status.success(), ".ci/oidc-provider failed: {}", output.status);
+    let provider = String::from_utf8(output.stdout)?.trim().to_string();
+    println!("test OIDC provider: {provider}");
+    Ok(vec![("CMS_TEST_OIDC".to_string(), provider)])
 }

@@ -76,6 +76,9 @@ const MAX_REMEMBERED_LOGINS: usize = 10_000;
 /// Don't record a token's use more often than this.
 const TOUCH_INTERVAL: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
+/// A login token that verified: its user, expiry and sign-in.
+type VerifiedLogin = (String, i64, Option<SsoClaims>);
+
 /// Checks credentials against the store.
 pub struct Authenticator {
     accounts: Arc<dyn Accounts>,
@@ -84,7 +87,7 @@ pub struct Authenticator {
     cache_ttl: Duration,
     roles: Mutex<HashMap<String, (UserRole, Instant)>>,
     /// Login tokens that verified, with their user, expiry and sign-in.
-    logins: Mutex<HashMap<String, (String, i64, Option<SsoClaims>)>>,
+    logins: Mutex<HashMap<String, VerifiedLogin>>,
     api_tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
     /// Held for writing while the first admin is being created; logins
     /// wait for it.

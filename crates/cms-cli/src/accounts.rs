@@ -15,9 +15,15 @@ use crate::output::{encode, out, show};
 
 /// `cms login`: exchanges a password for a login token.
 pub(crate) fn login(client: &Client, args: &LoginArgs, global: &Global) -> Result<()> {
-    let password = read_password(args.password_stdin, "Password: ")?;
-    let request = LoginRequest { username: args.username.clone(), password };
-    let reply: LoginResponse = client.write(Method::POST, "/api/v1/auth/login", &request)?;
+    let (username, reply) = match &args.username {
+        Some(username) if !args.sso => {
+            let password = read_password(args.password_stdin, "Password: ")?;
+            let request = LoginRequest { username: username.clone(), password };
+            let reply: LoginResponse = client.write(Method::POST, "/api/v1/auth/login", &request)?;
+            (username.clone(), reply)
+        }
+        _ => crate::sso::login(client, args)?,
+    };
     if args.print {
         return out(&format!("{}\n", reply.token));
     }
@@ -27,7 +33,7 @@ pub(crate) fn login(client: &Client, args: &LoginArgs, global: &Global) -> Resul
     file.upsert(SavedContext {
         name: name.clone(),
         server: client.server().to_string(),
-        user: Some(args.username.clone()),
+        user: Some(username.clone()),
         token: Some(reply.token),
         expires_at: Some(reply.expires_at),
     });
@@ -35,7 +41,7 @@ pub(crate) fn login(client: &Client, args: &LoginArgs, global: &Global) -> Resul
     eprintln!(
         "Logged in to {} as {} (context {name}, saved in {}); the token expires at {}.",
         client.server(),
-        args.username,
+        username,
         file_path.display(),
         reply.expires_at.to_rfc3339()
     );

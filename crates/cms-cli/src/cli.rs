@@ -95,8 +95,19 @@ pub(crate) enum Command {
 #[derive(Debug, Args)]
 pub(crate) struct LoginArgs {
     /// User name
-    #[arg(short, long)]
-    pub(crate) username: String,
+    #[arg(short, long, required_unless_present = "sso", conflicts_with = "sso")]
+    pub(crate) username: Option<String>,
+    /// Sign in at the server's identity provider in a browser; the code
+    /// comes back to a loopback address of this machine
+    #[arg(long)]
+    pub(crate) sso: bool,
+    /// With --sso: print the sign-in URL instead of opening a browser
+    #[arg(long, requires = "sso")]
+    pub(crate) no_browser: bool,
+    /// With --sso: the loopback port to receive the code on (0 picks one;
+    /// set it when the provider allows only registered ports)
+    #[arg(long, requires = "sso", default_value_t = 0)]
+    pub(crate) callback_port: u16,
     /// Read the password from standard input instead of prompting for it
     #[arg(long)]
     pub(crate) password_stdin: bool,

@@ -19,6 +19,7 @@ mod kinds;
 mod kubeconfig;
 mod output;
 mod sse;
+mod sso;
 #[cfg(test)]
 mod table_snapshots;
 mod tables;
