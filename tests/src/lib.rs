@@ -17,7 +17,10 @@
 //! fake cluster in this process: fake nodes sharing an etcd, and a fake
 //! Kubernetes API server they register with.
 //!
-//! [`s3::MotoServer`] runs moto's S3 API for the S3 backup store's tests.
+//! [`s3::MotoServer`] runs moto's S3 API for the S3 backup store's tests,
+//! [`oidc::OidcProvider`] an OpenID Connect provider for the single sign-on
+//! tests, both from PyPI on a free loopback port; [`issuer::WorkloadIssuer`]
+//! serves a trusted workload issuer's keys.
 //!
 //! [`browser::Browser`] drives headless Chromium through chromedriver, for
 //! the web console's tests, with accessibility checks by a vendored axe-core.
@@ -33,6 +36,7 @@ pub mod cluster;
 pub mod commands;
 pub mod fixtures;
 pub mod issuer;
+mod loopback;
 pub mod nodes;
 pub mod oidc;
 pub mod raw;

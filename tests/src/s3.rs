@@ -2,62 +2,27 @@
 //! (`moto_server`, named by `CMS_TEST_MOTO`, installed by `.ci/moto-server`)
 //! on a free loopback port, with one empty bucket, killed when dropped.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use futures_util::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::api::REQUEST_TIMEOUT;
-
-/// How long `moto_server` may take to answer.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// The environment variable that names the `moto_server` executable.
-const BINARY_VARIABLE: &str = "CMS_TEST_MOTO";
+use crate::loopback::LoopbackServer;
 
 /// A running `moto_server` with the bucket [`MotoServer::bucket`].
 #[derive(Debug)]
 pub struct MotoServer {
-    child: Child,
-    addr: SocketAddr,
+    server: LoopbackServer,
 }
 
 impl MotoServer {
     /// Starts `$CMS_TEST_MOTO` on a free loopback port, waits until it
     /// answers and creates the bucket. Fails the test, never skips it, when
     /// the variable is unset.
-    #[allow(clippy::disallowed_methods)] // The tests run the S3 API they talk to as a process.
     pub async fn start() -> MotoServer {
-        let binary = std::env::var_os(BINARY_VARIABLE).unwrap_or_else(|| {
-            panic!(
-                "this test needs moto's S3 server: run `.ci/moto-server` and set {BINARY_VARIABLE} to the \
-                 path it prints (`cargo xtask e2e` and `.ci/run` do both)"
-            )
-        });
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|err| panic!("cannot start {}: {err}", binary.to_string_lossy()));
-        let mut moto = MotoServer { child, addr };
-        let began = Instant::now();
-        while TcpStream::connect(addr).is_err() {
-            if let Ok(Some(status)) = moto.child.try_wait() {
-                panic!("moto_server exited before answering: {status}");
-            }
-            assert!(
-                began.elapsed() < START_TIMEOUT,
-                "moto_server did not answer on {addr} in {START_TIMEOUT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let server = LoopbackServer::start("CMS_TEST_MOTO", ".ci/moto-server", "moto's S3 server").await;
+        let moto = MotoServer { server };
         // moto takes an unsigned request that creates a bucket.
         let http = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build().unwrap();
         let created = http.put(format!("{}/{}", moto.endpoint(), moto.bucket())).send().await.unwrap();
@@ -72,7 +37,7 @@ impl MotoServer {
 
     /// The S3 endpoint, `http://127.0.0.1:<port>`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// The `AWS_*` variables that point an S3 client at this server.
@@ -120,12 +85,5 @@ impl MotoServer {
             .put(&Path::from(name), bytes.into())
             .await
             .unwrap_or_else(|err| panic!("writing {name}: {err}"));
-    }
-}
-
-impl Drop for MotoServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -104,26 +104,25 @@ pub(crate) fn test_engine() -> Result<Vec<(String, String)>> {
 /// (moto's server in a venv) and returns the variable that points the tests
 /// at it: `CMS_TEST_MOTO`.
 pub(crate) fn test_s3() -> Result<Vec<(String, String)>> {
-    let output = std::process::Command::new("bash")
-        .arg(workspace_root().join(".ci/moto-server"))
-        .stderr(std::process::Stdio::inherit())
-        .output()?;
-    anyhow::ensure!(output.status.success(), ".ci/moto-server failed: {}", output.status);
-    let server = String::from_utf8(output.stdout)?.trim().to_string();
-    println!("test S3 API: {server}");
-    Ok(vec![("CMS_TEST_MOTO".to_string(), server)])
+    test_server(".ci/moto-server", "CMS_TEST_MOTO", "test S3 API")
 }
 
 /// Installs the OpenID Connect provider of the single sign-on tests with
 /// `.ci/oidc-provider` (oidc-provider-mock in a venv) and returns the
 /// variable that points the tests at it: `CMS_TEST_OIDC`.
 pub(crate) fn test_oidc() -> Result<Vec<(String, String)>> {
+    test_server(".ci/oidc-provider", "CMS_TEST_OIDC", "test OIDC provider")
+}
+
+/// Runs `script`, which installs a test server and prints its executable,
+/// and returns `variable` naming that executable.
+fn test_server(script: &str, variable: &str, what: &str) -> Result<Vec<(String, String)>> {
     let output = std::process::Command::new("bash")
-        .arg(workspace_root().join(".ci/oidc-provider"))
+        .arg(workspace_root().join(script))
         .stderr(std::process::Stdio::inherit())
         .output()?;
-    anyhow::ensure!(output.status.success(), ".ci/oidc-provider failed: {}", output.status);
-    let provider = String::from_utf8(output.stdout)?.trim().to_string();
-    println!("test OIDC provider: {provider}");
-    Ok(vec![("CMS_TEST_OIDC".to_string(), provider)])
+    anyhow::ensure!(output.status.success(), "{script} failed: {}", output.status);
+    let executable = String::from_utf8(output.stdout)?.trim().to_string();
+    println!("{what}: {executable}");
+    Ok(vec![(variable.to_string(), executable)])
 }

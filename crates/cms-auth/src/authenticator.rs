@@ -200,10 +200,17 @@ impl Authenticator {
         if bearer.starts_with(api_token::PREFIX) {
             return self.authenticate_api_token(bearer).await;
         }
-        if let Some(issuer) = foreign_issuer(bearer) {
-            return self.authenticate_workload(&issuer, bearer).await;
-        }
-        let (user, sso) = self.verified_login(bearer)?;
+        // A login token that verified before costs a lookup; only others
+        // are read to choose who verifies them.
+        let (user, sso) = match self.remembered_login(bearer) {
+            Some(login) => login,
+            None => {
+                if let Some(issuer) = foreign_issuer(bearer) {
+                    return self.authenticate_workload(&issuer, bearer).await;
+                }
+                self.verified_login(bearer)?
+            }
+        };
         match sso {
             None => {
                 let role = self.role_of(&user).await?;
@@ -213,16 +220,12 @@ impl Authenticator {
         }
     }
 
-    /// The user of a login token. A token that verified once is remembered
-    /// until it expires, so that each request does not pay for the signature
-    /// check again; a remembered token is the exact string that verified.
+    /// Verifies a login token and remembers it until it expires, so that
+    /// later requests do not pay for the signature check again (see
+    /// [`Authenticator::remembered_login`]); a remembered token is the exact
+    /// string that verified.
     fn verified_login(&self, bearer: &str) -> Result<(String, Option<SsoClaims>), AuthError> {
         let now = Utc::now().timestamp();
-        if let Some((user, expires, sso)) = self.logins.lock().unwrap_or_else(|p| p.into_inner()).get(bearer)
-            && *expires > now
-        {
-            return Ok((user.clone(), sso.clone()));
-        }
         let claims = self.tokens.verify(bearer)?;
         let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
         if logins.len() >= MAX_REMEMBERED_LOGINS {
@@ -233,6 +236,14 @@ impl Authenticator {
         }
         logins.insert(bearer.to_string(), (claims.sub.clone(), claims.exp, claims.sso.clone()));
         Ok((claims.sub, claims.sso))
+    }
+
+    /// The user and sign-in of a login token that verified before and has
+    /// not expired.
+    fn remembered_login(&self, bearer: &str) -> Option<(String, Option<SsoClaims>)> {
+        let logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
+        let (user, expires, sso) = logins.get(bearer)?;
+        (*expires > Utc::now().timestamp()).then(|| (user.clone(), sso.clone()))
     }
 
     async fn authenticate_api_token(&self, bearer: &str) -> Result<Caller, AuthError> {

@@ -173,8 +173,6 @@ impl CodeFlow {
             .request_async(&http)
             .await
             .map_err(|err| self.exchange_error(err))?;
-        use oauth2::TokenResponse as _;
-        let _ = response.access_token();
         let id_token = &response.extra_fields().id_token;
         let expected = Expected { audience: self.client_id.clone(), nonce: Some(nonce.to_string()) };
         self.issuer.verify(id_token, &expected).await
