@@ -120,10 +120,8 @@ async fn cli_sign_in_maps_groups_to_roles_and_a_removed_group_loses_access() {
     assert_eq!(kubeconfig.status, 200, "{}", kubeconfig.body);
     let (cn, groups) = kube_subject(&kubeconfig.body);
     assert_eq!(cn, "oidc:alice@example.com");
-    // rcgen keeps one value per attribute type in a name, so the certificate
-    // holds one O: the last group given. Every group in its own O is still
-    // to do (see docs/auth.md).
-    assert_eq!(groups, ["oidc:devs"]);
+    // Edit's group, then each of the user's groups in an O of its own.
+    assert_eq!(groups, ["system:masters", "oidc:viewers", "oidc:devs"]);
 
     // The audit log names the source, the issuer and the subject.
     let audit = server.api().get("/api/v1/audit?actor=alice@example.com").await.expect(200);

@@ -21,6 +21,8 @@ use crate::error::{Result, TalosError};
 use crate::keys::{self, KeyAlgorithm};
 use crate::random;
 
+mod names;
+
 /// How long a CA lives: 87600 hours, as talosctl.
 const CA_LIFETIME: Duration = Duration::from_secs(87_600 * 3600);
 /// How far in the past a leaf certificate starts.
@@ -154,13 +156,20 @@ pub fn issue_server_cert(
 }
 
 /// Issues a TLS client certificate with an optional common name and the
-/// given organizations (Kubernetes groups, Talos roles).
+/// given organizations (Kubernetes groups, Talos roles), each in an O
+/// attribute of its own. Several organizations need a P-256 CA.
 pub fn issue_client_cert(
     ca: &CertificateAuthority,
     common_name: Option<&str>,
     organizations: &[&str],
     ttl: Duration,
 ) -> Result<IssuedCertificate> {
+    if organizations.len() > 1 {
+        if ttl.is_zero() {
+            return Err(TalosError::InvalidInput("a certificate lifetime must be positive".into()));
+        }
+        return names::issue(ca, common_name, organizations, ttl);
+    }
     let mut params = CertificateParams::default();
     params.distinguished_name = name(common_name, organizations.iter().copied());
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
@@ -198,9 +207,14 @@ fn san_type(san: &str) -> Result<SanType> {
 
 /// A random positive 128-bit serial number.
 fn serial() -> Result<SerialNumber> {
+    Ok(SerialNumber::from_slice(&serial_bytes()?))
+}
+
+/// The bytes of a random positive 128-bit serial number.
+fn serial_bytes() -> Result<[u8; 16]> {
     let mut bytes = random::bytes::<16>()?;
     bytes[0] = (bytes[0] & 0x7f) | 0x01;
-    Ok(SerialNumber::from_slice(&bytes))
+    Ok(bytes)
 }
 
 #[cfg(test)]

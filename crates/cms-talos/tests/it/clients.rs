@@ -5,7 +5,10 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use cms_model::UserRole;
-use cms_talos::{issue_server_cert, kubeconfig, talos_client_cert, talosconfig};
+use cms_talos::{
+    KubeIdentity, issue_client_cert, issue_server_cert, kubeconfig, kubeconfig_for, talos_client_cert,
+    talosconfig,
+};
 use serde_json::{Value, json};
 
 use crate::bundle;
@@ -88,6 +91,34 @@ fn kubeconfig_names_the_user_and_carries_its_group() {
     }
     assert!(kubeconfig(bundle, "demo", "http://plain", UserRole::Admin, DAY).is_err());
     assert!(kubeconfig(bundle, "demo", "https://x", UserRole::Admin, Duration::ZERO).is_err());
+}
+
+#[test]
+fn an_identity_with_groups_gets_every_group_in_an_o_of_its_own() {
+    let bundle = bundle();
+    let groups = ["oidc:viewers".to_string(), "oidc:devs".to_string()];
+    let identity = KubeIdentity { role: UserRole::Edit, name: Some("oidc:alice"), groups: &groups };
+    let yaml = kubeconfig_for(bundle, "demo", "https://10.0.0.10:6443", &identity, DAY).unwrap();
+    let parsed: Value = serde_saphyr::from_str(&yaml).unwrap();
+    assert_eq!(parsed["current-context"], json!("oidc:alice@demo"));
+    let crt = decode(&parsed["users"][0]["user"]["client-certificate-data"]);
+    assert!(x509::signed_by(&crt, bundle.kubernetes_ca().cert_pem()));
+    let summary = x509::summary(&crt);
+    assert_eq!(summary.common_names, ["oidc:alice"]);
+    assert_eq!(summary.organizations, ["system:masters", "oidc:viewers", "oidc:devs"]);
+    assert!(summary.client_auth && !summary.server_auth && !summary.is_ca, "{summary:?}");
+    assert!(summary.digital_signature);
+    assert_eq!(summary.curve.as_deref(), Some(P256));
+    let now = x509::now();
+    assert!((now - 10 - summary.not_before).abs() <= 5);
+    assert!((summary.not_after - now - DAY.as_secs() as i64).abs() < 60);
+    assert!(
+        decode(&parsed["users"][0]["user"]["client-key-data"])
+            .starts_with("-----BEGIN EC PRIVATE KEY-----\n")
+    );
+    // Several organizations under the Ed25519 OS CA, or for no time, are refused.
+    assert!(issue_client_cert(bundle.os_ca(), None, &["a", "b"], DAY).is_err());
+    assert!(issue_client_cert(bundle.kubernetes_ca(), None, &["a", "b"], Duration::ZERO).is_err());
 }
 
 #[test]

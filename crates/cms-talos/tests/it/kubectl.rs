@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cms_model::UserRole;
-use cms_talos::{issue_server_cert, kubeconfig};
+use cms_talos::{KubeIdentity, issue_server_cert, kubeconfig, kubeconfig_for};
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -129,4 +129,21 @@ async fn kubectl_accepts_the_kubeconfig_and_presents_the_role_group() {
         let last = seen.lock().unwrap().last().cloned();
         assert_eq!(last, Some(vec![group.to_string()]), "{role:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_presents_every_group_of_an_identity_each_in_its_own_o() {
+    let (port, seen) = serve().await;
+    let endpoint = format!("https://127.0.0.1:{port}");
+    let groups = ["oidc:viewers".to_string(), "oidc:devs".to_string(), "oidc:a, b+c".to_string()];
+    let identity =
+        KubeIdentity { role: UserRole::View, name: Some("oidc:alice@example.com"), groups: &groups };
+    let yaml = kubeconfig_for(bundle(), "demo", &endpoint, &identity, Duration::from_secs(3600)).unwrap();
+    let output = tokio::task::spawn_blocking(move || run_kubectl(&yaml)).await.unwrap();
+    assert!(output.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&output.stderr));
+    let last = seen.lock().unwrap().last().cloned();
+    assert_eq!(
+        last,
+        Some(vec!["cms:viewers".into(), "oidc:viewers".into(), "oidc:devs".into(), "oidc:a, b+c".into()])
+    );
 }
