@@ -23,6 +23,7 @@ mod conflicts;
 mod console;
 mod console_accounts;
 mod console_editing;
+mod console_sso;
 mod deletion;
 mod durability;
 mod errors;

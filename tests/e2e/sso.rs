@@ -53,13 +53,13 @@ async fn api_sign_in(api: &Api, provider: &OidcProvider, sub: &str, verifier: Op
     (reply.status, reply.json())
 }
 
-fn tenant(name: &str) -> Value {
+pub(crate) fn tenant(name: &str) -> Value {
     json!({"metadata": {"name": name}, "spec": {"kubernetesVersion": "1.31.1",
         "controlPlaneEndpoint": "https://10.0.0.1:6443"}})
 }
 
 /// The CN and O of the client certificate of a kubeconfig.
-fn kube_subject(kubeconfig: &str) -> (String, Vec<String>) {
+pub(crate) fn kube_subject(kubeconfig: &str) -> (String, Vec<String>) {
     let config: Value = serde_saphyr::from_str(kubeconfig).expect("the kubeconfig is YAML");
     let data = config["users"][0]["user"]["client-certificate-data"].as_str().expect("a certificate");
     let pem = base64::engine::general_purpose::STANDARD.decode(data).expect("base64");

@@ -152,7 +152,11 @@ impl Server {
                 }
             }
         };
-        let api = Api::new(addr).login(ADMIN_USER, ADMIN_PASSWORD).await;
+        // With password login off, the harness's client stays anonymous.
+        let password_login =
+            !options.env.iter().any(|(key, value)| key == "CMS_PASSWORD_LOGIN" && value == "false");
+        let api = Api::new(addr);
+        let api = if password_login { api.login(ADMIN_USER, ADMIN_PASSWORD).await } else { api };
         Server { child: Some(child), addr, data_dir, options, log, api }
     }
 

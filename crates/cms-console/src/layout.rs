@@ -3,7 +3,7 @@
 //! in with their role and the sign-out button, a live region for the
 //! script's notices, and `main`.
 
-use cms_auth::Permission;
+use cms_auth::{Permission, Source};
 use http::StatusCode;
 use maud::{DOCTYPE, Markup, html};
 
@@ -19,16 +19,27 @@ pub(crate) fn respond(
     session: Option<&Session>,
     content: Markup,
 ) -> Response {
-    let response = reply::html(status, page(title, session, content));
+    respond_with_head(status, title, session, html! {}, content)
+}
+
+/// A page as [`respond`], with `head` at the end of the document head.
+pub(crate) fn respond_with_head(
+    status: StatusCode,
+    title: &str,
+    session: Option<&Session>,
+    head: Markup,
+    content: Markup,
+) -> Response {
+    let response = reply::html(status, page(title, session, head, content));
     match session {
         Some(session) => session.mark(response),
         None => response,
     }
 }
 
-/// A whole page titled `title`, with `content` in `main`. Without a session
-/// the header holds the name of the service only.
-pub(crate) fn page(title: &str, session: Option<&Session>, content: Markup) -> Markup {
+/// A whole page titled `title`, with `head` in its head and `content` in
+/// `main`. Without a session the header holds the name of the service only.
+fn page(title: &str, session: Option<&Session>, head: Markup, content: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -38,6 +49,7 @@ pub(crate) fn page(title: &str, session: Option<&Session>, content: Markup) -> M
                 title { (title) " · cms" }
                 link rel="stylesheet" href=(assets::style_path());
                 script src=(assets::script_path()) defer {}
+                (head)
             }
             body {
                 a .skip-link href="#main" { "Skip to the content" }
@@ -53,7 +65,9 @@ pub(crate) fn page(title: &str, session: Option<&Session>, content: Markup) -> M
                                 @if session.may(Permission::ManageUsers) {
                                     li { a #nav-users href="/users" { "Users" } }
                                 }
-                                li { a #nav-tokens href="/tokens" { "API tokens" } }
+                                @if session.caller.source == Source::Local {
+                                    li { a #nav-tokens href="/tokens" { "API tokens" } }
+                                }
                             }
                         }
                         div .signed-in {

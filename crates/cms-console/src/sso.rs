@@ -86,9 +86,8 @@ pub(crate) async fn finish(console: &Console, request: &Request) -> Outcome {
         h1 { "Signed in" }
         p { "Signed in as " strong #sso-user { (login.caller.user) } ". " a #continue href="/" { "Continue" } }
     };
-    let mut response = layout::respond(StatusCode::OK, "Signed in", None, body);
     let refresh = html! { meta http-equiv="refresh" content="0;url=/"; };
-    insert_head(&mut response, &refresh.0);
+    let mut response = layout::respond_with_head(StatusCode::OK, "Signed in", None, refresh, body);
     let headers = response.headers_mut();
     let session_cookie = HeaderValue::from_str(&session::set_cookie(console, &login.token))
         .map_err(|err| Failure::internal(&err).page(None))?;
@@ -96,17 +95,6 @@ pub(crate) async fn finish(console: &Console, request: &Request) -> Outcome {
     headers.append(SET_COOKIE, flow_cookie(console, "", 0)?);
     response.extensions_mut().insert(login.caller);
     Ok(response)
-}
-
-/// Puts `markup` at the end of the page's `<head>`.
-fn insert_head(response: &mut Response, markup: &str) {
-    if let crate::Body::Full(bytes) = response.body() {
-        let page = String::from_utf8_lossy(bytes);
-        if let Some(at) = page.find("</head>") {
-            let page = format!("{}{markup}{}", &page[..at], &page[at..]);
-            *response.body_mut() = crate::Body::Full(page.into());
-        }
-    }
 }
 
 fn retry_page(status: StatusCode, message: &str) -> Response {
