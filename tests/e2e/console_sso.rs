@@ -8,7 +8,7 @@ use cms_e2e::Server;
 use cms_e2e::browser::{Browser, Fetch};
 use cms_e2e::fixtures::TENANTS;
 use cms_e2e::oidc::OidcProvider;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::sso::{kube_subject, sso_server, tenant};
 
@@ -71,6 +71,26 @@ async fn a_browser_signs_in_at_the_provider_and_gets_the_role_of_its_groups() {
     browser.goto(&format!("{}/", console_url(&server))).await;
     browser.wait_for_path("/login").await;
     browser.close().await;
+
+    // Both ends of a sign-in are on the audit log, without the code.
+    let audit = server.api().get("/api/v1/audit?limit=100").await.expect(200);
+    let callbacks: Vec<&Value> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|record| record["route"] == "/sso/callback")
+        .collect();
+    assert_eq!(callbacks.len(), 2, "{audit}");
+    let carol =
+        callbacks.iter().find(|record| record["actor"] == "carol@example.com").expect("carol's sign-in");
+    assert_eq!(
+        (carol["status"].as_u64(), carol["actorSource"].as_str()),
+        (Some(200), Some("oidc")),
+        "{carol}"
+    );
+    assert_eq!(carol["actorSubject"], "carol");
+    assert!(callbacks.iter().any(|record| record["status"] == 403), "dave's refusal: {audit}");
+    assert!(!audit.to_string().contains("code="), "no authorization code on record");
 }
 
 /// With password login off, the sign-in page offers the provider alone.

@@ -106,6 +106,12 @@ impl fmt::Debug for Body {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoginAttempt(pub String);
 
+/// In an answer's extensions: this answer to a `GET` is recorded on the
+/// audit log as a mutation is. It marks the end of a sign-in at the
+/// identity provider, which is a navigation and so a `GET`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded;
+
 /// In an answer's extensions: the name of the tenant, user or API token a
 /// create made or tried to make, which the path does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]

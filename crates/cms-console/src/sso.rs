@@ -61,8 +61,18 @@ pub(crate) async fn begin(console: &Console, request: &Request) -> Outcome {
 }
 
 /// `GET /sso/callback`: the provider's answer; on success the session
-/// cookie and a page that goes on to the tenants.
+/// cookie and a page that goes on to the tenants. Every answer is on the
+/// audit log, named after the user when the sign-in succeeded.
 pub(crate) async fn finish(console: &Console, request: &Request) -> Outcome {
+    let mut response = match finish_sign_in(console, request).await {
+        Ok(response) => response,
+        Err(refused) => *refused,
+    };
+    response.extensions_mut().insert(crate::Recorded);
+    Ok(response)
+}
+
+async fn finish_sign_in(console: &Console, request: &Request) -> Outcome {
     let query = Form::query(request);
     if !query.get("error").is_empty() {
         let message = format!("The identity provider did not sign you in: {}.", query.get("error"));

@@ -48,7 +48,8 @@ pub(crate) fn note_created(req: &HttpRequest, name: &str) {
 struct RecordedRead;
 
 /// Has this read (a GET) recorded too: a download of a tenant's etcd
-/// backup, which holds every Secret of its cluster.
+/// backup, which holds every Secret of its cluster, or the console's end of
+/// a sign-in at the identity provider.
 pub(crate) fn note_recorded_read(req: &HttpRequest) {
     req.extensions_mut().insert(RecordedRead);
 }

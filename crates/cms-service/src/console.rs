@@ -16,7 +16,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use cms_auth::Caller;
-use cms_console::{Body, CreatedName, LoginAttempt, http};
+use cms_console::{Body, CreatedName, LoginAttempt, Recorded, http};
 use futures_util::StreamExt;
 
 use crate::state::AppState;
@@ -75,6 +75,9 @@ fn answer(req: &HttpRequest, response: cms_console::Response) -> HttpResponse {
     }
     if let Some(CreatedName(name)) = parts.extensions.get::<CreatedName>() {
         crate::audit::note_created(req, name);
+    }
+    if parts.extensions.get::<Recorded>().is_some() {
+        crate::audit::note_recorded_read(req);
     }
     let status = StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = match body {
