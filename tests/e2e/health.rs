@@ -55,7 +55,8 @@ async fn control_planes_first_then_workers_with_the_version_and_the_machine_coun
     assert!(result["probedAt"].as_str().is_some_and(|at| at.ends_with('Z')), "{result}");
     assert!(result.get("error").is_none(), "{result}");
 
-    let (first, second, third) = (cp_down.calls(), cp_failing.calls(), worker.calls());
+    let (first, second, third) =
+        (cp_down.calls_at_least(1), cp_failing.calls_at_least(1), worker.calls_at_least(1));
     assert_eq!((first.len(), second.len(), third.len()), (1, 1, 1));
     assert!(
         at(&first[0]) <= at(&second[0]) && at(&second[0]) <= at(&third[0]),
@@ -89,7 +90,7 @@ async fn all_machines_down_gives_no_reachable_machines_within_the_time_bound() {
     assert!(result.get("talosVersion").is_none() && result.get("probedAt").is_none(), "{result}");
     // 2 s for the hanging machine; the closed port refuses at once.
     assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{took:?}");
-    assert_eq!(hanging.calls().len(), 1);
+    assert_eq!(hanging.calls_at_least(1).len(), 1);
 }
 
 #[tokio::test]
@@ -132,5 +133,5 @@ async fn a_hundred_concurrent_requests_make_one_probe() {
     let requests = (0..100).map(|_| health(&api, "busy"));
     let results = futures_util::future::join_all(requests).await;
     assert!(results.iter().all(|result| result == &results[0] && result["reachable"] == true));
-    assert_eq!(node.calls().len(), 1, "one probe for 100 requests");
+    assert_eq!(node.calls_at_least(1).len(), 1, "one probe for 100 requests");
 }

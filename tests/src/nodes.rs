@@ -97,6 +97,21 @@ impl FakeNodeProcess {
     pub fn calls(&self) -> Vec<Value> {
         self.calls.lock().expect("the call record").clone()
     }
+
+    /// The calls once there are at least `count`: the node prints a call
+    /// after answering it, so its line may come just after the answer.
+    /// Fails the test when they do not come within five seconds.
+    pub fn calls_at_least(&self, count: usize) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let calls = self.calls();
+            if calls.len() >= count {
+                return calls;
+            }
+            assert!(std::time::Instant::now() < deadline, "{count} calls did not come: {calls:?}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for FakeNodeProcess {

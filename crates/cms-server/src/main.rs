@@ -8,10 +8,12 @@
 //! prober, the authenticator, the app), `listening on <addr>`, and on SIGTERM
 //! closing watch streams and draining requests; `provisioning.rs`, the
 //! driver and the controller task over the same store and secrets;
-//! `backup.rs`, the `backup` and `restore` commands for the embedded store.
+//! `backup.rs`, the `backup` and `restore` commands for the embedded store;
+//! `keys.rs`, the `keys status` and `keys rotate` commands.
 
 mod backup;
 mod identity;
+mod keys;
 mod logging;
 mod provisioning;
 mod sealing;
@@ -55,6 +57,26 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         from: PathBuf,
     },
+    /// The keys that seal tenant secrets: their status, or a rotation.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+/// `cms-server keys ...`
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Prints the active key, the configured keys and the sealed blobs per
+    /// key, and which keys can be removed.
+    Status,
+    /// Makes a configured key the active one; running servers follow and
+    /// re-seal every stored blob with it in the background.
+    Rotate {
+        /// The id of the key to make active.
+        #[arg(long, value_name = "KEY_ID")]
+        to: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -72,6 +94,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     match &args.command {
         Some(Command::Backup { to }) => return backup::backup(&settings, to).await,
         Some(Command::Restore { from }) => return backup::restore(&settings, from).await,
+        Some(Command::Keys { command: KeysCommand::Status }) => return keys::status(&settings).await,
+        Some(Command::Keys { command: KeysCommand::Rotate { to } }) => {
+            return keys::rotate(&settings, to).await;
+        }
         None => {}
     }
     let telemetry =

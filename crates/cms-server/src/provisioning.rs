@@ -12,7 +12,7 @@ use cms_tenancy::{
     SealedCredentials, Secrets, StoreMachineConfigs, Tenancy, TenantKube, TenantNodeClient, talos_node_api,
 };
 use cms_tofu::{Credentials, ProcessRunner, StateBackend, Tofu, TofuOptions};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -107,9 +107,12 @@ pub(crate) fn replica_id() -> String {
     format!("{host}/{}/{}", std::process::id(), uuid::Uuid::new_v4().simple())
 }
 
-/// The key that OpenTofu state encryption derives from: the secrets key.
-fn state_key(settings: &Settings) -> Option<SecretString> {
-    settings.secrets_key.clone().or_else(|| {
+/// The secret that OpenTofu state encryption derives from:
+/// `CMS_TOFU_STATE_KEY`, else the secrets key's text (`CMS_SECRETS_KEY`, or
+/// the key file's, trimmed). Rotating the sealing key leaves it alone.
+pub(crate) fn state_key(settings: &Settings) -> Option<SecretString> {
+    let pinned = settings.tofu_state_key.as_ref().map(|key| SecretString::from(key.expose_secret().trim()));
+    pinned.or_else(|| settings.secrets_key.clone()).or_else(|| {
         let path: PathBuf = settings.secrets_key_file();
         std::fs::read_to_string(path).ok().map(|key| SecretString::from(key.trim().to_string()))
     })

@@ -14,7 +14,9 @@ use cms_backup::{BackupStore, Backups, DirStore, S3Store, Scheduler, SchedulerLe
 use cms_prober::{Prober, ProberOptions, SystemClock};
 use cms_service::{AppState, HttpService, ServiceOptions};
 use cms_store::{DatabaseLock, SqlStore, StoreOptions};
-use cms_tenancy::{SealedCredentials, Secrets, Tenancy, TenantNodeClient, talos_node_api};
+use cms_tenancy::{
+    RekeyLease, Rekeyer, SealedCredentials, Secrets, Tenancy, TenantNodeClient, talos_node_api,
+};
 use secrecy::{ExposeSecret, SecretSlice, SecretString};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -87,12 +89,16 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         .provisioning
         .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
     let tenancy = Tenancy::new(store.clone(), secrets.clone());
+    let store_for_keys = store.clone();
     let backups = backups(&settings, store.clone(), secrets.clone())?;
     let schedules = schedules(&settings, store.clone(), backups.clone());
     let state = AppState::new(tenancy, auth, store.clone(), prober(store, secrets.clone()), options)
         .with_backups(backups);
     let shutdown = state.shutdown.clone();
     let schedules = tokio::spawn(schedules.run(shutdown.clone()));
+    let rekeyer = rekeyer(&settings, store_for_keys, secrets.clone());
+    let stop = shutdown.clone();
+    let rekeying = tokio::spawn(rekeyer.run(async move { stop.cancelled().await }));
     let mut server = HttpService::start(&settings.listen, state, DRAIN)
         .with_context(|| format!("could not listen on {}", settings.listen))?;
     tracing::info!("listening on {}", addresses(server.addrs()));
@@ -114,10 +120,22 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     if tokio::time::timeout(DRAIN, schedules).await.is_err() {
         abort.abort();
     }
+    rekeying.abort();
     secrets.stop();
     server.stop().await.context("the server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Follows the active sealing key and re-seals stored blobs with it; on
+/// PostgreSQL, the replica that holds the lease re-seals.
+fn rekeyer(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Rekeyer {
+    let lease = settings.is_postgres().then(|| RekeyLease {
+        leases: store.clone(),
+        holder: crate::provisioning::replica_id(),
+        ttl: settings.lease_ttl,
+    });
+    Rekeyer::new(store, secrets, settings.rekey_options(), lease)
 }
 
 /// The health prober: the real node API client and clock, with each

@@ -40,6 +40,10 @@ const KEYS: &[&str] = &[
     "secure_cookies",
     "secrets_key",
     "secrets_key_id",
+    "secrets_other_keys",
+    "rekey_poll",
+    "rekey_batch",
+    "rekey_pause",
     "key_pool",
     "default_talos_version",
     "client_cert_ttl",
@@ -49,6 +53,7 @@ const KEYS: &[&str] = &[
     "tofu_timeout",
     "tofu_plugin_dir",
     "tofu_cli_config",
+    "tofu_state_key",
     "resync_interval",
     "reconcile_concurrency",
     "lease_ttl",
@@ -120,6 +125,18 @@ pub(crate) struct Settings {
     pub(crate) secrets_key: Option<SecretString>,
     /// The id of `secrets_key`, stored with every sealed blob.
     pub(crate) secrets_key_id: String,
+    /// More sealing keys, `<id>=<base64>` separated by commas or white
+    /// space, after `secrets_key` or the key file's: they open what they
+    /// sealed, and `cms-server keys rotate` can make one the active key.
+    pub(crate) secrets_other_keys: Option<SecretString>,
+    /// How often each replica reads which key is active.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) rekey_poll: Duration,
+    /// How many blobs a re-sealing batch reads and writes.
+    pub(crate) rekey_batch: u64,
+    /// The wait between two re-sealing batches.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) rekey_pause: Duration,
     /// How many service-account keys are generated ahead of tenant creates.
     pub(crate) key_pool: usize,
     /// The Talos version of a tenant that names none.
@@ -143,6 +160,9 @@ pub(crate) struct Settings {
     pub(crate) tofu_plugin_dir: Option<PathBuf>,
     /// The tool's CLI configuration file (`TF_CLI_CONFIG_FILE`).
     pub(crate) tofu_cli_config: Option<PathBuf>,
+    /// The secret OpenTofu state passphrases derive from; the secrets key's
+    /// text when unset. Pinned before the sealing key rotates.
+    pub(crate) tofu_state_key: Option<SecretString>,
     /// How often every tenant is reconciled even without a change.
     #[serde(deserialize_with = "duration")]
     pub(crate) resync_interval: Duration,
@@ -190,6 +210,7 @@ impl Default for Settings {
         let store = cms_store::StoreOptions::new(String::new());
         let service = cms_service::ServiceOptions::default();
         let secrets = cms_tenancy::SecretsOptions::default();
+        let rekey = cms_tenancy::RekeyOptions::default();
         Settings {
             listen: "0.0.0.0:8080".to_string(),
             data_dir: PathBuf::from("./data"),
@@ -210,6 +231,10 @@ impl Default for Settings {
             secure_cookies: false,
             secrets_key: None,
             secrets_key_id: "k1".to_string(),
+            secrets_other_keys: None,
+            rekey_poll: rekey.poll,
+            rekey_batch: rekey.batch,
+            rekey_pause: rekey.pause,
             key_pool: secrets.key_pool,
             default_talos_version: secrets.default_talos_version,
             client_cert_ttl: secrets.client_cert_ttl,
@@ -219,6 +244,7 @@ impl Default for Settings {
             tofu_timeout: Duration::from_secs(30 * 60),
             tofu_plugin_dir: None,
             tofu_cli_config: None,
+            tofu_state_key: None,
             resync_interval: Duration::from_secs(5 * 60),
             reconcile_concurrency: 4,
             lease_ttl: Duration::from_secs(30),
@@ -265,6 +291,11 @@ impl Settings {
             client_cert_max_ttl: self.client_cert_max_ttl,
             key_pool: self.key_pool,
         }
+    }
+
+    /// How stored blobs are re-sealed after the active key changes.
+    pub(crate) fn rekey_options(&self) -> cms_tenancy::RekeyOptions {
+        cms_tenancy::RekeyOptions { poll: self.rekey_poll, batch: self.rekey_batch, pause: self.rekey_pause }
     }
 
     /// The sealing key file, used when no key is configured.
@@ -340,6 +371,10 @@ impl Settings {
         if self.tofu_timeout.is_zero() || self.resync_interval.is_zero() {
             bail!("CMS_TOFU_TIMEOUT and CMS_RESYNC_INTERVAL must be longer than zero");
         }
+        if self.rekey_poll.is_zero() || self.rekey_batch == 0 {
+            bail!("CMS_REKEY_POLL must be longer than zero and CMS_REKEY_BATCH at least 1");
+        }
+        crate::sealing::other_keys(self)?;
         if self.reconcile_concurrency == 0 {
             bail!("CMS_RECONCILE_CONCURRENCY must be at least 1");
         }
@@ -439,6 +474,50 @@ mod tests {
         let message = |pairs: &[(&str, &str)]| format!("{:#}", Settings::load(None, env(pairs)).unwrap_err());
         assert!(message(&[("CMS_CLIENT_CERT_TTL", "48h")]).contains("CMS_CLIENT_CERT_MAX_TTL"));
         assert!(message(&[("CMS_DEFAULT_TALOS_VERSION", "1.7.0")]).contains("1.8 to 1.14"));
+    }
+
+    #[test]
+    fn other_keys_rekeying_and_the_state_key() {
+        let k2 = "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
+        let k3 = "AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM=";
+        let settings = Settings::load(
+            None,
+            env(&[
+                ("CMS_SECRETS_KEY", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="),
+                ("CMS_SECRETS_OTHER_KEYS", &format!("k2={k2}, k3={k3}")),
+                ("CMS_REKEY_POLL", "1s"),
+                ("CMS_REKEY_BATCH", "7"),
+                ("CMS_TOFU_STATE_KEY", "pinned"),
+            ]),
+        )
+        .unwrap();
+        let (sealer, source) = crate::sealing::keyring(&settings).unwrap();
+        assert_eq!(sealer.key_ids().collect::<Vec<_>>(), ["k1", "k2", "k3"]);
+        assert_eq!(sealer.current_key_id(), "k1", "the first key is active until a rotation");
+        assert!(source.contains("CMS_SECRETS_OTHER_KEYS"), "{source}");
+        assert_eq!(
+            (settings.rekey_options().poll, settings.rekey_options().batch),
+            (Duration::from_secs(1), 7)
+        );
+        let state_key = crate::provisioning::state_key(&settings).unwrap();
+        assert_eq!(state_key.expose_secret(), "pinned");
+        assert!(!format!("{settings:?}").contains(k2), "other keys never print");
+        let message = |pairs: &[(&str, &str)]| format!("{:#}", Settings::load(None, env(pairs)).unwrap_err());
+        let broken = message(&[("CMS_SECRETS_OTHER_KEYS", &format!("k2:{k2}"))]);
+        assert!(broken.contains("entry 1 is not `<id>=<base64>`") && !broken.contains(k2), "{broken}");
+        assert!(message(&[("CMS_SECRETS_OTHER_KEYS", "k2=c2hvcnQ=")]).contains("32"));
+        assert!(message(&[("CMS_REKEY_BATCH", "0")]).contains("CMS_REKEY_BATCH"));
+        let twice = Settings::load(
+            None,
+            env(&[
+                ("CMS_SECRETS_KEY", k2),
+                ("CMS_SECRETS_KEY_ID", "k2"),
+                ("CMS_SECRETS_OTHER_KEYS", &format!("k2={k3}")),
+            ]),
+        )
+        .unwrap();
+        let err = crate::sealing::keyring(&twice).err().expect("an id twice is refused");
+        assert!(format!("{err:#}").contains("configured twice"), "{err:#}");
     }
 
     #[test]

@@ -58,6 +58,7 @@ mod projection;
 mod refs;
 mod render;
 mod rows;
+mod sealed;
 mod secrets;
 mod sql;
 mod tenant_status;
@@ -87,6 +88,9 @@ pub use error::StoreError;
 pub use lease::MockLeases;
 pub use lease::{Lease, Leases};
 pub use lock_file::DatabaseLock;
+#[cfg(any(test, feature = "testsuite"))]
+pub use sealed::MockSealed;
+pub use sealed::Sealed;
 pub use sql::{SqlStore, StoreOptions};
 pub use tenant_status::update_tenant_status;
 

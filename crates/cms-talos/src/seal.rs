@@ -4,10 +4,12 @@
 //! nonce | ciphertext and tag`. The associated data binds the format version,
 //! the key id, the tenant and the purpose, so a blob copied to another tenant's
 //! row or used for another purpose does not open. Blobs name their key, so a
-//! [`Sealer`] holding the current key and older ones opens everything while it
-//! seals with the current key only: that is how keys rotate.
+//! [`Sealer`] holding several keys opens everything any of them sealed while
+//! it seals with its active key only. Activating another key (at run time,
+//! [`Sealer::activate`]) and re-sealing the stored blobs is how keys rotate.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -80,29 +82,67 @@ impl SealingKey {
     }
 }
 
-/// Seals with the current key and opens with any configured key.
+/// A keyring: seals with its active key and opens with any of its keys.
 #[derive(Debug)]
 pub struct Sealer {
-    current: SealingKey,
-    previous: Vec<SealingKey>,
+    /// Never empty; ids are unique.
+    keys: Vec<SealingKey>,
+    /// The index in `keys` of the key that seals.
+    active: AtomicUsize,
 }
 
 impl Sealer {
     /// A sealer with one key.
     pub fn new(current: SealingKey) -> Sealer {
-        Sealer { current, previous: Vec::new() }
+        Sealer { keys: vec![current], active: AtomicUsize::new(0) }
     }
 
     /// A sealer with the current key and older keys that still open old blobs.
     pub fn with_previous(current: SealingKey, previous: Vec<SealingKey>) -> Result<Sealer> {
-        let mut ids = vec![current.id.as_str()];
-        for key in &previous {
-            if ids.contains(&key.id.as_str()) {
+        let mut keys = vec![current];
+        keys.extend(previous);
+        Sealer::from_keys(keys)
+    }
+
+    /// A keyring of `keys`, the first one active. Fails when there is no key
+    /// or an id appears twice.
+    pub fn from_keys(keys: Vec<SealingKey>) -> Result<Sealer> {
+        if keys.is_empty() {
+            return Err(TalosError::InvalidKey("no sealing key is configured".into()));
+        }
+        for (index, key) in keys.iter().enumerate() {
+            if keys[..index].iter().any(|earlier| earlier.id == key.id) {
                 return Err(TalosError::InvalidKey(format!("key id {:?} is configured twice", key.id)));
             }
-            ids.push(&key.id);
         }
-        Ok(Sealer { current, previous })
+        Ok(Sealer { keys, active: AtomicUsize::new(0) })
+    }
+
+    /// Makes the key `key_id` the one that seals from now on, for every
+    /// holder of this sealer. Fails with [`TalosError::UnknownKey`] when the
+    /// keyring does not hold it.
+    pub fn activate(&self, key_id: &str) -> Result<()> {
+        let index = self
+            .keys
+            .iter()
+            .position(|key| key.id == key_id)
+            .ok_or_else(|| TalosError::UnknownKey { key_id: key_id.to_string() })?;
+        self.active.store(index, Ordering::Release);
+        Ok(())
+    }
+
+    /// The keys, in configuration order, to make a larger keyring of.
+    pub fn into_keys(self) -> Vec<SealingKey> {
+        self.keys
+    }
+
+    /// The ids of every key, in configuration order.
+    pub fn key_ids(&self) -> impl Iterator<Item = &str> {
+        self.keys.iter().map(|key| key.id.as_str())
+    }
+
+    fn current(&self) -> &SealingKey {
+        &self.keys[self.active.load(Ordering::Acquire)]
     }
 
     /// A sealer from a configured key: an explicit key id and base64 of 32 bytes.
@@ -112,17 +152,17 @@ impl Sealer {
 
     /// The id of the key new blobs are sealed with.
     pub fn current_key_id(&self) -> &str {
-        &self.current.id
+        &self.current().id
     }
 
-    /// The keys, current first.
+    /// The keys, in configuration order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &SealingKey> {
-        std::iter::once(&self.current).chain(&self.previous)
+        self.keys.iter()
     }
 
     /// Encrypts `plaintext` for `tenant` and `purpose` with the current key.
     pub fn seal(&self, tenant: &str, purpose: &str, plaintext: &[u8]) -> Result<Vec<u8>> {
-        let key = &self.current;
+        let key = self.current();
         let nonce = random::bytes::<NONCE_LEN>()?;
         let aad = associated_data(&key.id, tenant, purpose);
         let ciphertext = key
@@ -158,6 +198,21 @@ impl Sealer {
         Ok(Blob::parse(sealed)?.key_id)
     }
 
+    /// `sealed` (for `tenant` and `purpose`) sealed again with the active
+    /// key, or `None` when the active key sealed it already.
+    pub fn reseal(&self, tenant: &str, purpose: &str, sealed: &[u8]) -> Result<Option<Vec<u8>>> {
+        if Sealer::sealed_key_id(sealed)? == self.current_key_id() {
+            return Ok(None);
+        }
+        let plaintext = secrecy::SecretSlice::from(self.open(tenant, purpose, sealed)?);
+        self.seal(tenant, purpose, plaintext.expose_secret()).map(Some)
+    }
+
+    /// [`Sealer::reseal`] for the canary.
+    pub fn reseal_canary(&self, sealed: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.reseal("", CANARY_PURPOSE, sealed)
+    }
+
     /// A 256-bit key for data encrypted apart from sealed blobs, such as a
     /// stream too large for [`Sealer::seal`]: HKDF-SHA256 with the key
     /// `key_id` (the current one or an older one) as input keying material
@@ -185,7 +240,7 @@ impl Sealer {
     /// the configured keys opens it, so that a misconfigured key stops the
     /// service at startup rather than at the first tenant read.
     pub fn check_canary(&self, sealed: &[u8]) -> Result<()> {
-        let wrong = || TalosError::WrongKey { key_id: self.current.id.clone() };
+        let wrong = || TalosError::WrongKey { key_id: self.current().id.clone() };
         match self.open("", CANARY_PURPOSE, sealed) {
             Ok(plaintext) if plaintext == CANARY_PLAINTEXT => Ok(()),
             Ok(_) | Err(TalosError::UnknownKey { .. } | TalosError::Unseal { .. }) => Err(wrong()),
@@ -278,6 +333,29 @@ mod tests {
             vec![SealingKey::generate("a").unwrap()],
         );
         assert!(twice.is_err());
+    }
+
+    #[test]
+    fn activating_a_key_switches_sealing_and_reseal_moves_blobs_to_it() {
+        let keys = vec![SealingKey::new("k1", [1; 32]).unwrap(), SealingKey::new("k2", [2; 32]).unwrap()];
+        let sealer = Sealer::from_keys(keys).unwrap();
+        assert_eq!(sealer.key_ids().collect::<Vec<_>>(), ["k1", "k2"]);
+        let old = sealer.seal("t", "p", b"x").unwrap();
+        let canary = sealer.seal_canary().unwrap();
+        assert_eq!(sealer.reseal("t", "p", &old).unwrap(), None, "already under the active key");
+        sealer.activate("k2").unwrap();
+        assert_eq!(sealer.current_key_id(), "k2");
+        let moved = sealer.reseal("t", "p", &old).unwrap().expect("re-sealed");
+        assert_eq!(Sealer::sealed_key_id(&moved).unwrap(), "k2");
+        assert_eq!(sealer.open("t", "p", &moved).unwrap(), b"x");
+        let only_new = Sealer::new(SealingKey::new("k2", [2; 32]).unwrap());
+        assert_eq!(only_new.open("t", "p", &moved).unwrap(), b"x");
+        let canary = sealer.reseal_canary(&canary).unwrap().expect("re-sealed");
+        only_new.check_canary(&canary).unwrap();
+        assert!(sealer.reseal("other", "p", &old).is_err(), "a blob moved to another tenant stays shut");
+        assert!(matches!(sealer.activate("k3"), Err(TalosError::UnknownKey { .. })));
+        assert_eq!(sealer.current_key_id(), "k2");
+        assert!(Sealer::from_keys(Vec::new()).is_err());
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! - [`Secrets`]: each tenant's bundle, generated (with a pool of
 //!   pre-generated service-account keys) and sealed on create, opened for
 //!   the documents and the node API credentials.
+//! - [`Rekeyer`]: online rotation of the sealing key: every replica follows
+//!   the active key the store names, and one re-seals the stored blobs.
 //! - The seams it implements for the other crates, each mocked under the
 //!   `testsuite` feature: [`MachineConfigs`] ([`StoreMachineConfigs`]: the
 //!   user data that cloud instances boot with), [`NodeClient`]
@@ -34,6 +36,7 @@ mod key_pool;
 mod kube;
 mod kube_client;
 mod nodes;
+mod rekey;
 mod render;
 mod reservations;
 mod resources;
@@ -52,6 +55,10 @@ pub use error::TenancyError;
 pub use nodes::MockNodeClient;
 pub use nodes::{
     Bootstrapped, NodeClient, NodeError, NodeRef, SnapshotChunks, TenantNodeClient, talos_node_api,
+};
+pub use rekey::{
+    ACTIVE_KEY_SETTING, CANARY_SETTING, Census, Pass, REKEY_LEASE, RESEALED_COUNTER, RekeyLease,
+    RekeyOptions, Rekeyer, SEALED_BLOBS_GAUGE, census, follow_active_key,
 };
 #[cfg(any(test, feature = "testsuite"))]
 pub use render::MockMachineConfigs;

@@ -34,6 +34,7 @@ macro_rules! conformance_suite {
             reopen_sees_everything, projections,
             users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value,
             secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,
+            sealed_blobs_page_and_swap_only_when_unchanged,
             leases_are_exclusive, leases_expire_and_are_taken_over, fenced_writes_need_the_lease,
             audit_records_read_back_newest_first, audit_pages_and_filters, audit_retention_keeps_the_newest,
             audit_records_never_fail_concurrent_writes, token_touches_never_fail_concurrent_writes,

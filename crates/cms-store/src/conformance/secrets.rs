@@ -82,3 +82,35 @@ pub async fn secrets_go_with_their_finalizer(url: &str) {
     store.create(a.clone(), tenant_draft("1.31.0", None)).await.expect("the name is free again");
     assert_eq!(store.secrets("a".into()).await.expect("read"), None, "a new tenant inherits nothing");
 }
+
+pub async fn sealed_blobs_page_and_swap_only_when_unchanged(url: &str) {
+    use crate::sealed::Sealed;
+    let store = open(url).await;
+    for name in ["c", "a", "b", "d"] {
+        store.create(Key::tenant(name), with_secrets(tenant_draft("1.31.0", None), name)).await.expect(name);
+    }
+    let first = store.sealed_secrets(None, 3).await.expect("a page");
+    let names: Vec<&str> = first.iter().map(|(tenant, _)| tenant.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(first[0].1, sealed("a"));
+    let rest = store.sealed_secrets(Some("c".into()), 3).await.expect("the next page");
+    assert_eq!(rest, vec![("d".to_string(), sealed("d"))]);
+
+    let new = b"sealed again".to_vec();
+    assert!(store.replace_secrets("a".into(), sealed("a"), new.clone()).await.expect("swap"));
+    assert!(
+        !store.replace_secrets("a".into(), sealed("a"), b"twice".to_vec()).await.expect("no second swap")
+    );
+    assert!(!store.replace_secrets("zz".into(), sealed("zz"), new.clone()).await.expect("none"));
+    assert_eq!(store.secrets("a".into()).await.expect("read"), Some(new));
+    assert_eq!(store.secrets("b".into()).await.expect("read"), Some(sealed("b")), "others untouched");
+
+    assert_eq!(store.setting("active".into()).await.expect("read"), None);
+    store.put_setting("active".into(), "k1".into()).await.expect("set");
+    store.put_setting("active".into(), "k2".into()).await.expect("set again");
+    assert_eq!(store.setting("active".into()).await.expect("read").as_deref(), Some("k2"));
+    assert!(store.replace_setting("active".into(), "k2".into(), "k3".into()).await.expect("swap"));
+    assert!(!store.replace_setting("active".into(), "k2".into(), "k4".into()).await.expect("stale"));
+    assert!(!store.replace_setting("missing".into(), "a".into(), "b".into()).await.expect("absent"));
+    assert_eq!(store.setting("active".into()).await.expect("read").as_deref(), Some("k3"));
+}
