@@ -516,7 +516,7 @@ mod tests {
             ]),
         )
         .unwrap();
-        let err = crate::sealing::keyring(&twice).err().expect("an id twice is refused");
+        let err = crate::sealing::keyring(&twice).expect_err("an id twice is refused");
         assert!(format!("{err:#}").contains("configured twice"), "{err:#}");
     }
 
