@@ -30,6 +30,7 @@ mod errors;
 mod generation;
 mod health;
 mod inline_groups;
+mod limits;
 mod machines;
 mod metrics;
 mod node_groups;

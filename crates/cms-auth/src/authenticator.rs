@@ -17,9 +17,9 @@ use crate::error::AuthError;
 use crate::federated::{SsoSetup, Workload, foreign_issuer};
 use crate::identity::{Caller, Credential};
 use crate::jwt::{LoginTokens, SIGNING_KEY_SETTING, SsoClaims};
+use crate::limits::{LimitOptions, Limits};
 use crate::password;
 use crate::sso::{SsoOptions, WorkloadTrust};
-use crate::limits::{LimitOptions, Limits};
 use crate::throttle::LoginThrottle;
 
 /// How the authenticator is set up.

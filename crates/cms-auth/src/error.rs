@@ -32,7 +32,9 @@ pub enum AuthError {
     #[error("too many failed logins; retry in {retry_after} s")]
     TooManyAttempts { retry_after: u64 },
     /// An identity is over its request rate; retry after this many seconds.
-    #[error("too many requests: at most {rate} per second per identity, in bursts of {burst}; retry in {retry_after} s")]
+    #[error(
+        "too many requests: at most {rate} per second per identity, in bursts of {burst}; retry in {retry_after} s"
+    )]
     TooManyRequests { rate: u32, burst: u32, retry_after: u64 },
     /// An identity holds as many watch streams open as it may.
     #[error("too many open watch streams: at most {bound} per identity; close one and retry")]

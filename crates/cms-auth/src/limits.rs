@@ -99,10 +99,9 @@ impl Limits {
     /// A slot for one more watch stream of `caller`, held until dropped;
     /// [`AuthError::TooManyWatches`] when its identity has the most open.
     pub fn open_watch(&self, caller: &Caller) -> Result<WatchSlot, AuthError> {
-        self.watches.acquire(IdentityRef::of(caller)).ok_or(AuthError::TooManyWatches {
-            bound: self.watches.bound(),
-            retry_after: WATCH_RETRY_AFTER,
-        })
+        self.watches
+            .acquire(IdentityRef::of(caller))
+            .ok_or(AuthError::TooManyWatches { bound: self.watches.bound(), retry_after: WATCH_RETRY_AFTER })
     }
 
     /// How many watch streams `caller`'s identity holds open.
@@ -121,7 +120,11 @@ mod tests {
     use crate::identity::Credential;
 
     fn limits(watches: usize, rate: u32, burst: u32) -> Limits {
-        Limits::new(LimitOptions { watches_per_identity: watches, requests_per_second: rate, request_burst: burst })
+        Limits::new(LimitOptions {
+            watches_per_identity: watches,
+            requests_per_second: rate,
+            request_burst: burst,
+        })
     }
 
     #[test]
@@ -130,7 +133,10 @@ mod tests {
         let viewer = Caller::local("viewer", UserRole::View, Credential::Login);
         let slot = limits.open_watch(&viewer).expect("first stream");
         let refused = limits.open_watch(&viewer).expect_err("second stream");
-        assert_eq!(refused.to_string(), "too many open watch streams: at most 1 per identity; close one and retry");
+        assert_eq!(
+            refused.to_string(),
+            "too many open watch streams: at most 1 per identity; close one and retry"
+        );
         assert!(matches!(refused, AuthError::TooManyWatches { retry_after: WATCH_RETRY_AFTER, .. }));
         drop(slot);
         assert_eq!(limits.open_watches(&viewer), 0);

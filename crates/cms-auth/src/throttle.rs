@@ -50,7 +50,8 @@ impl LoginThrottle {
     /// Records a failed login.
     pub fn fail(&self, user: &str, now: Instant) {
         let mut failures = self.failures.lock(user);
-        let idle = |recent: &VecDeque<Instant>| recent.back().is_none_or(|t| now.duration_since(*t) >= self.window);
+        let idle =
+            |recent: &VecDeque<Instant>| recent.back().is_none_or(|t| now.duration_since(*t) >= self.window);
         if !failures.contains_key(user) && !self.failures.room(&mut failures, idle) {
             return;
         }

@@ -125,7 +125,9 @@ impl From<AuthError> for Failure {
             }
             AuthError::TooManyAttempts { .. }
             | AuthError::TooManyRequests { .. }
-            | AuthError::TooManyWatches { .. } => Failure::new(StatusCode::TOO_MANY_REQUESTS, err.to_string()),
+            | AuthError::TooManyWatches { .. } => {
+                Failure::new(StatusCode::TOO_MANY_REQUESTS, err.to_string())
+            }
             AuthError::Invalid(field) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, field.to_string()),
             AuthError::Store(store) => store.into(),
             AuthError::Crypto(_) => Failure::internal(&err),

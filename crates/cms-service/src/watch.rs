@@ -7,8 +7,8 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use actix_web::{HttpRequest, HttpResponse};
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse};
 use bytes::{BufMut, Bytes, BytesMut};
 use cms_auth::WatchSlot;
 use cms_model::Kind;
@@ -178,7 +178,11 @@ mod tests {
         let mut ended = open(&shutdown);
         assert!(limits.open_watch(&viewer).is_err(), "both slots are held");
         drop(dropped);
-        assert_eq!(limits.open_watches(&viewer), 1, "a dropped stream, as when its client goes, frees its slot");
+        assert_eq!(
+            limits.open_watches(&viewer),
+            1,
+            "a dropped stream, as when its client goes, frees its slot"
+        );
         shutdown.cancel();
         assert!(ended.next().await.is_none());
         assert_eq!(limits.open_watches(&viewer), 0, "an ended stream frees its slot at once");

@@ -99,7 +99,10 @@ mod tests {
         assert_eq!(IdentityRef::of(&local), IdentityRef::User("alice"));
         assert_eq!(IdentityRef::of(&token), IdentityRef::Token("t1"));
         assert_eq!(IdentityRef::of(&sso), IdentityRef::Sso("alice"), "apart from the local alice");
-        assert_eq!(IdentityRef::of(&workload), IdentityRef::Workload { issuer: "https://ci", subject: "repo:x" });
+        assert_eq!(
+            IdentityRef::of(&workload),
+            IdentityRef::Workload { issuer: "https://ci", subject: "repo:x" }
+        );
         assert_eq!(IdentityRef::of(&workload).to_owned().as_ref(), IdentityRef::of(&workload));
     }
 }

@@ -110,9 +110,8 @@ mod tests {
 
     /// A stand-in for a response stream that owns its slot.
     fn stream_owning(slot: WatchSlot) -> impl Iterator<Item = u8> {
-        std::iter::repeat(0).map(move |byte| {
+        std::iter::repeat(0).inspect(move |_| {
             let _held = &slot;
-            byte
         })
     }
 }
