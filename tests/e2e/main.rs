@@ -31,6 +31,7 @@ mod generation;
 mod health;
 mod inline_groups;
 mod key_rotation;
+mod limits;
 mod machines;
 mod metrics;
 mod node_groups;

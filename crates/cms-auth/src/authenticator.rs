@@ -17,6 +17,7 @@ use crate::error::AuthError;
 use crate::federated::{SsoSetup, Workload, foreign_issuer};
 use crate::identity::{Caller, Credential};
 use crate::jwt::{LoginTokens, SIGNING_KEY_SETTING, SsoClaims};
+use crate::limits::{LimitOptions, Limits};
 use crate::password;
 use crate::sso::{SsoOptions, WorkloadTrust};
 use crate::throttle::LoginThrottle;
@@ -39,6 +40,8 @@ pub struct AuthOptions {
     pub workloads: Vec<WorkloadTrust>,
     /// How issuers are reached; HTTPS with a 10 s timeout when unset.
     pub transport: Option<Arc<dyn Transport>>,
+    /// The watch streams and request rate each identity may have.
+    pub limits: LimitOptions,
 }
 
 impl std::fmt::Debug for AuthOptions {
@@ -49,6 +52,7 @@ impl std::fmt::Debug for AuthOptions {
             .field("password_login", &self.password_login)
             .field("sso", &self.sso)
             .field("workloads", &self.workloads)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -63,6 +67,7 @@ impl Default for AuthOptions {
             sso: None,
             workloads: Vec::new(),
             transport: None,
+            limits: LimitOptions::default(),
         }
     }
 }
@@ -84,6 +89,7 @@ pub struct Authenticator {
     accounts: Arc<dyn Accounts>,
     pub(crate) tokens: LoginTokens,
     throttle: LoginThrottle,
+    limits: Limits,
     cache_ttl: Duration,
     roles: Mutex<HashMap<String, (UserRole, Instant)>>,
     /// Login tokens that verified, with their user, expiry and sign-in.
@@ -146,6 +152,7 @@ impl Authenticator {
             accounts,
             tokens: LoginTokens::new(&key, options.login_ttl)?,
             throttle: LoginThrottle::default(),
+            limits: Limits::new(options.limits),
             cache_ttl: options.cache_ttl,
             roles: Mutex::new(HashMap::new()),
             logins: Mutex::new(HashMap::new()),
@@ -187,6 +194,12 @@ impl Authenticator {
         }
         self.throttle.succeed(user);
         self.tokens.issue(user)
+    }
+
+    /// The watch streams and request rates per identity, which the API and
+    /// the console hold their callers to.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// Whether local users may log in with their passwords.

@@ -31,6 +31,14 @@ pub enum AuthError {
     /// Too many failed logins for this user; retry after this many seconds.
     #[error("too many failed logins; retry in {retry_after} s")]
     TooManyAttempts { retry_after: u64 },
+    /// An identity is over its request rate; retry after this many seconds.
+    #[error(
+        "too many requests: at most {rate} per second per identity, in bursts of {burst}; retry in {retry_after} s"
+    )]
+    TooManyRequests { rate: u32, burst: u32, retry_after: u64 },
+    /// An identity holds as many watch streams open as it may.
+    #[error("too many open watch streams: at most {bound} per identity; close one and retry")]
+    TooManyWatches { bound: usize, retry_after: u64 },
     /// A field breaks a rule.
     #[error(transparent)]
     Invalid(#[from] FieldError),

@@ -6,6 +6,9 @@
 //! - [`api_token`]: API tokens of 256 random bits, kept only as hashes.
 //! - [`Permission`]: the role × action matrix of decisions §3, as data.
 //! - [`LoginThrottle`]: at most 5 failed logins per user per minute.
+//! - [`Limits`] (`limits.rs`): per identity, the watch streams held open
+//!   ([`WatchSlot`]) and the request rate; their tables and the login
+//!   throttle's are the same sharded, bounded map (`limits/shards.rs`).
 //! - [`sso`]: single sign-on at an OpenID Connect provider, its groups
 //!   mapped to roles, and trusted workload issuers, their subjects mapped
 //!   to roles; `federated.rs` checks their tokens with `cms-oidc`.
@@ -20,6 +23,7 @@ mod error;
 mod federated;
 mod identity;
 mod jwt;
+mod limits;
 pub mod password;
 mod permission;
 mod random;
@@ -34,5 +38,6 @@ pub use error::AuthError;
 pub use federated::SsoLogin;
 pub use identity::{Caller, Credential, Source};
 pub use jwt::{LoginClaims, LoginTokens, SIGNING_KEY_SETTING, SsoClaims};
+pub use limits::{LimitOptions, Limits, WATCH_RETRY_AFTER, WatchSlot};
 pub use permission::Permission;
 pub use throttle::LoginThrottle;

@@ -1,16 +1,23 @@
 //! Login throttling: more than 5 failed logins for one user within 60 s
-//! are answered with 429 until the window passes.
+//! are answered with 429 until the window passes. The failures are kept in
+//! the same sharded, bounded table as the limits per identity.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::limits::Shards;
+
 /// Failed logins per user name, over a sliding window.
-#[derive(Debug)]
 pub struct LoginThrottle {
-    failures: Mutex<HashMap<String, VecDeque<Instant>>>,
+    failures: Shards<Box<str>, VecDeque<Instant>>,
     limit: usize,
     window: Duration,
+}
+
+impl std::fmt::Debug for LoginThrottle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginThrottle").field("limit", &self.limit).field("window", &self.window).finish()
+    }
 }
 
 /// How many user names are tracked at most; the oldest are dropped first.
@@ -24,12 +31,12 @@ impl Default for LoginThrottle {
 
 impl LoginThrottle {
     pub fn new(limit: usize, window: Duration) -> LoginThrottle {
-        LoginThrottle { failures: Mutex::new(HashMap::new()), limit, window }
+        LoginThrottle { failures: Shards::new(MAX_TRACKED), limit, window }
     }
 
     /// `Some(seconds to wait)` when `user` has used up its failures.
     pub fn check(&self, user: &str, now: Instant) -> Option<u64> {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failures = self.failures.lock(user);
         let recent = failures.get_mut(user)?;
         self.expire(recent, now);
         if recent.len() < self.limit {
@@ -42,21 +49,20 @@ impl LoginThrottle {
 
     /// Records a failed login.
     pub fn fail(&self, user: &str, now: Instant) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if failures.len() >= MAX_TRACKED && !failures.contains_key(user) {
-            failures.retain(|_, recent| recent.back().is_some_and(|t| now.duration_since(*t) < self.window));
-            if failures.len() >= MAX_TRACKED {
-                return;
-            }
+        let mut failures = self.failures.lock(user);
+        let idle =
+            |recent: &VecDeque<Instant>| recent.back().is_none_or(|t| now.duration_since(*t) >= self.window);
+        if !failures.contains_key(user) && !self.failures.room(&mut failures, idle) {
+            return;
         }
-        let recent = failures.entry(user.to_string()).or_default();
+        let recent = failures.entry_ref(user).or_default();
         self.expire(recent, now);
         recent.push_back(now);
     }
 
     /// Forgets a user's failures after a successful login.
     pub fn succeed(&self, user: &str) {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(user);
+        self.failures.lock(user).remove(user);
     }
 
     fn expire(&self, recent: &mut VecDeque<Instant>, now: Instant) {

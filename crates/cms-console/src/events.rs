@@ -16,15 +16,19 @@
 //! stream starts from now and first sends `{"type": "RESYNC"}`: the page is
 //! out of date. Every heartbeat checks the session again, so a stream ends
 //! when its session does; the browser's reconnection then gets `401`.
+//!
+//! A stream is a watch like the API's: it holds one of its user's watch
+//! slots (`cms_auth::Limits`) while it is open, and past the bound the
+//! answer is `429` with `Retry-After`.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use cms_auth::Permission;
+use cms_auth::{Permission, WATCH_RETRY_AFTER, WatchSlot};
 use cms_model::Kind;
 use cms_store::{Key, StoreError, WatchEvent, WatchItem, WatchStream};
 use futures_util::{Stream, StreamExt};
-use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior, interval_at};
@@ -61,6 +65,15 @@ pub(crate) async fn stream(console: &Console, request: &Request) -> Outcome {
     if session.caller.require(Permission::Read).is_err() {
         return Err(reply::text(StatusCode::FORBIDDEN, "this role may not read tenants").into());
     }
+    let slot = match console.auth.limits().open_watch(&session.caller) {
+        Ok(slot) => slot,
+        Err(err) => {
+            let mut refused =
+                reply::bytes(StatusCode::TOO_MANY_REQUESTS, "text/plain; charset=utf-8", err.to_string());
+            refused.headers_mut().insert(RETRY_AFTER, HeaderValue::from(WATCH_RETRY_AFTER));
+            return Err(refused.into());
+        }
+    };
     let query = Form::query(request);
     let tenant = query.optional("tenant").map(str::to_string);
     let last_event_id = request.headers().get("last-event-id").and_then(|value| value.to_str().ok());
@@ -69,7 +82,7 @@ pub(crate) async fn stream(console: &Console, request: &Request) -> Outcome {
         Some(Position { tenants: since, machines: since })
     });
     let watches = open(console, resume).await.map_err(|failure| failure.page(Some(&session)))?;
-    let frames = frames(console.clone(), session, watches, tenant);
+    let frames = frames(console.clone(), session, watches, tenant, slot);
     let mut response = Response::new(Body::Stream(Box::pin(frames)));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
@@ -116,9 +129,12 @@ fn frames(
     session: Session,
     watches: Watches,
     tenant: Option<String>,
+    slot: WatchSlot,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let heartbeat = console.options.heartbeat.max(Duration::from_millis(1));
     async_stream::stream! {
+        // Dropped with the stream, whether it ends or its client goes.
+        let _slot = slot;
         let Watches { mut tenants, mut machines, resumed, resync } = watches;
         let mut position = resumed.unwrap_or(Position { tenants: 0, machines: 0 });
         let (mut tenants_synced, mut machines_synced) = (resumed.is_some(), resumed.is_some());

@@ -123,7 +123,11 @@ impl From<AuthError> for Failure {
             AuthError::ProviderUnavailable(_) => {
                 Failure::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
             }
-            AuthError::TooManyAttempts { .. } => Failure::new(StatusCode::TOO_MANY_REQUESTS, err.to_string()),
+            AuthError::TooManyAttempts { .. }
+            | AuthError::TooManyRequests { .. }
+            | AuthError::TooManyWatches { .. } => {
+                Failure::new(StatusCode::TOO_MANY_REQUESTS, err.to_string())
+            }
             AuthError::Invalid(field) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, field.to_string()),
             AuthError::Store(store) => store.into(),
             AuthError::Crypto(_) => Failure::internal(&err),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use cms_auth::{
-    AuthError, AuthOptions, Authenticator, BOOTSTRAP_ADMIN, FirstAdmin, LoginsHeld, bootstrap_admin,
-    create_first_admin,
+    AuthError, AuthOptions, Authenticator, BOOTSTRAP_ADMIN, FirstAdmin, LimitOptions, LoginsHeld,
+    bootstrap_admin, create_first_admin,
 };
 use cms_backup::{BackupStore, Backups, DirStore, S3Store, Scheduler, SchedulerLease, SchedulerOptions};
 use cms_prober::{Prober, ProberOptions, SystemClock};
@@ -197,6 +197,11 @@ async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Res
         sso,
         workloads,
         login_ttl: settings.login_token_ttl,
+        limits: LimitOptions {
+            watches_per_identity: settings.watches_per_identity,
+            requests_per_second: settings.request_rate_per_identity,
+            request_burst: settings.request_burst_per_identity,
+        },
         signing_key: settings
             .login_signing_key
             .as_ref()

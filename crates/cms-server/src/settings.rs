@@ -70,6 +70,9 @@ const KEYS: &[&str] = &[
     "sso_group_roles",
     "sso_default_role",
     "workload_issuers",
+    "watches_per_identity",
+    "request_rate_per_identity",
+    "request_burst_per_identity",
 ];
 
 /// The whole configuration of the server.
@@ -203,6 +206,13 @@ pub(crate) struct Settings {
     /// Trusted workload issuers.
     #[serde(deserialize_with = "crate::identity::workload_issuers")]
     pub(crate) workload_issuers: Vec<crate::identity::WorkloadIssuer>,
+    /// How many watch streams (the API's and the console's) one identity
+    /// may hold open.
+    pub(crate) watches_per_identity: usize,
+    /// Requests per second one identity may make to the API; 0 for no limit.
+    pub(crate) request_rate_per_identity: u32,
+    /// How many requests one identity may make at once above that rate.
+    pub(crate) request_burst_per_identity: u32,
 }
 
 impl Default for Settings {
@@ -211,6 +221,7 @@ impl Default for Settings {
         let service = cms_service::ServiceOptions::default();
         let secrets = cms_tenancy::SecretsOptions::default();
         let rekey = cms_tenancy::RekeyOptions::default();
+        let limits = cms_auth::LimitOptions::default();
         Settings {
             listen: "0.0.0.0:8080".to_string(),
             data_dir: PathBuf::from("./data"),
@@ -261,6 +272,9 @@ impl Default for Settings {
             sso_group_roles: String::new(),
             sso_default_role: "none".to_string(),
             workload_issuers: Vec::new(),
+            watches_per_identity: limits.watches_per_identity,
+            request_rate_per_identity: limits.requests_per_second,
+            request_burst_per_identity: limits.request_burst,
         }
     }
 }
@@ -336,6 +350,17 @@ impl Settings {
         }
         if self.lease_ttl < Duration::from_secs(1) {
             bail!("CMS_LEASE_TTL must be at least 1s");
+        }
+        if self.watches_per_identity == 0 {
+            bail!(
+                "CMS_WATCHES_PER_IDENTITY must be at least 1: the number of watch streams one user or token may hold open"
+            );
+        }
+        if self.request_rate_per_identity > 0 && self.request_burst_per_identity == 0 {
+            bail!(
+                "CMS_REQUEST_BURST_PER_IDENTITY must be at least 1 while CMS_REQUEST_RATE_PER_IDENTITY is set \
+                 (0 turns the rate off)"
+            );
         }
         if self.body_limit == 0 {
             bail!("CMS_BODY_LIMIT must be at least 1 byte");
@@ -568,6 +593,15 @@ mod tests {
         assert!(message(&[("CMS_SEND_TIMEOUT", "0s")]).contains("CMS_SEND_TIMEOUT"));
         assert!(message(&[("CMS_WATCH_HEARTBEAT", "0s")]).contains("longer than zero"));
         assert!(message(&[("CMS_BODY_LIMIT", "lots")]).contains("invalid configuration"));
+        assert!(
+            message(&[("CMS_WATCHES_PER_IDENTITY", "0")])
+                .contains("CMS_WATCHES_PER_IDENTITY must be at least 1")
+        );
+        assert!(message(&[("CMS_WATCHES_PER_IDENTITY", "-1")]).contains("invalid configuration"));
+        let burst = message(&[("CMS_REQUEST_BURST_PER_IDENTITY", "0")]);
+        assert!(burst.contains("CMS_REQUEST_BURST_PER_IDENTITY must be at least 1"), "{burst}");
+        let off = env(&[("CMS_REQUEST_RATE_PER_IDENTITY", "0"), ("CMS_REQUEST_BURST_PER_IDENTITY", "0")]);
+        assert_eq!(Settings::load(None, off).expect("no rate").request_rate_per_identity, 0);
         assert!(message(&[("CMS_LOGIN_SIGNING_KEY", "short")]).contains("at least 32 bytes"));
         let open = message(&[("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_LISTEN", "0.0.0.0:8080")]);
         assert!(open.contains("loopback"), "{open}");

@@ -38,18 +38,25 @@ pub(crate) async fn guard(
 }
 
 /// Authenticates the caller, keeps it in the request (the audit log names
-/// it, even when it is then refused), and checks its permission.
+/// it, even when it is then refused), counts the request against its
+/// identity's rate, and checks its permission.
 async fn authorize(req: &ServiceRequest, permission: Permission) -> Result<(), ApiError> {
-    let caller = authenticate(req).await?;
-    let allowed = caller.require(permission);
-    req.extensions_mut().insert(caller);
-    Ok(allowed?)
-}
-
-async fn authenticate(req: &ServiceRequest) -> Result<Caller, ApiError> {
     let state = req
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ApiError::Internal("application state is missing".into()))?;
+    let caller = authenticate(req, state).await?;
+    // Without authentication there is no identity to count against.
+    let admitted = match state.options.insecure_disable_auth {
+        true => Ok(()),
+        false => state.auth.limits().admit(&caller),
+    };
+    let allowed = caller.require(permission);
+    req.extensions_mut().insert(caller);
+    admitted?;
+    Ok(allowed?)
+}
+
+async fn authenticate(req: &ServiceRequest, state: &AppState) -> Result<Caller, ApiError> {
     if state.options.insecure_disable_auth {
         return Ok(Caller::local("anonymous", UserRole::Admin, Credential::Login));
     }

@@ -30,7 +30,8 @@ pub enum ApiError {
     /// The caller's role may not do this.
     #[error("{0}")]
     Forbidden(String),
-    /// Too many failed logins; retry after this many seconds.
+    /// Too many failed logins, requests or open watch streams; retry after
+    /// this many seconds.
     #[error("{message}")]
     TooManyRequests { message: String, retry_after: u64 },
     /// No such resource, parent tenant or route.
@@ -169,7 +170,9 @@ impl From<AuthError> for ApiError {
             AuthError::Forbidden { .. } | AuthError::NotAllowed(_) => ApiError::Forbidden(err.to_string()),
             AuthError::SsoNotConfigured => ApiError::NotFound(err.to_string()),
             AuthError::ProviderUnavailable(_) => ApiError::Unavailable(err.to_string()),
-            AuthError::TooManyAttempts { retry_after } => {
+            AuthError::TooManyAttempts { retry_after }
+            | AuthError::TooManyRequests { retry_after, .. }
+            | AuthError::TooManyWatches { retry_after, .. } => {
                 ApiError::TooManyRequests { message: err.to_string(), retry_after }
             }
             AuthError::Invalid(field) => field.into(),

@@ -13,10 +13,16 @@ use crate::query::ListQuery;
 use crate::state::AppState;
 use crate::{reply, watch};
 
-/// `GET /tenants`: a page of tenants, or with `watch=true` an event stream.
-pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
+/// `GET /tenants`: a page of tenants, or with `watch=true` an event
+/// stream, which holds one of the caller's watch slots while it is open.
+pub(crate) async fn list(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: ListQuery,
+) -> Result<HttpResponse, ApiError> {
     if query.watch {
-        return watch::respond(&state, Kind::Tenant, query.since).await;
+        let slot = watch::slot(&req, &state)?;
+        return watch::respond(&state, Kind::Tenant, query.since, slot).await;
     }
     Ok(reply::listing(&state.store().list(Kind::Tenant, None, query.page)))
 }

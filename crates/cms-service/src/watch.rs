@@ -1,13 +1,16 @@
 //! The tenant watch as server-sent events: an `ADDED` burst, an `id: R`
 //! frame once in sync, then live frames, with a heartbeat comment, until the
 //! store ends the watch, the client goes away or the server shuts down.
+//! Each stream holds one of its caller's watch slots (`cms_auth::Limits`),
+//! dropped with the stream, so freed when the client goes.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
-use actix_web::HttpResponse;
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse};
 use bytes::{BufMut, Bytes, BytesMut};
+use cms_auth::WatchSlot;
 use cms_model::Kind;
 use cms_store::{WatchEvent, WatchItem, WatchStream};
 use futures_util::{Stream, StreamExt};
@@ -19,14 +22,27 @@ use crate::state::AppState;
 
 const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
-/// Opens a watch of `kind`, resuming after `since` when given.
+/// One of the caller's watch slots, or 429 when it holds as many as it may.
+/// Without authentication there is no identity, and no slot.
+pub(crate) fn slot(req: &HttpRequest, state: &AppState) -> Result<Option<WatchSlot>, ApiError> {
+    if state.options.insecure_disable_auth {
+        return Ok(None);
+    }
+    let caller = crate::auth::caller(req)?;
+    Ok(Some(state.auth.limits().open_watch(&caller)?))
+}
+
+/// Opens a watch of `kind`, resuming after `since` when given; the stream
+/// holds `slot` until it ends.
 pub(crate) async fn respond(
     state: &AppState,
     kind: Kind,
     since: Option<u64>,
+    slot: Option<WatchSlot>,
 ) -> Result<HttpResponse, ApiError> {
     let watch = state.store().watch(kind, since).await?;
-    let frames = frames(watch, since.is_some(), state.options.watch_heartbeat, state.shutdown.clone());
+    let heartbeat = state.options.watch_heartbeat;
+    let frames = frames(watch, since.is_some(), heartbeat, state.shutdown.clone(), slot);
     Ok(HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, HeaderValue::from_static("text/event-stream")))
         .insert_header((CACHE_CONTROL, HeaderValue::from_static("no-cache")))
@@ -43,11 +59,14 @@ fn frames(
     resumed: bool,
     heartbeat: Duration,
     shutdown: CancellationToken,
+    slot: Option<WatchSlot>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + 'static {
     // A zero period would make the timer panic.
     let heartbeat = heartbeat.max(Duration::from_millis(1));
     async_stream::stream! {
         let _open = crate::metrics::OpenWatch::new();
+        // Dropped with the stream, whether it ends or is dropped unfinished.
+        let _slot = slot;
         let mut synced = resumed;
         let mut ticks = interval_at(Instant::now() + heartbeat, heartbeat);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -112,7 +131,7 @@ mod tests {
 
     async fn collect(items: Vec<Result<WatchItem, WatchError>>, resumed: bool) -> String {
         let watch: WatchStream = Box::pin(stream::iter(items));
-        let frames = frames(watch, resumed, Duration::from_secs(60), CancellationToken::new());
+        let frames = frames(watch, resumed, Duration::from_secs(60), CancellationToken::new(), None);
         let chunks: Vec<_> = frames.collect().await;
         chunks.into_iter().flatten().map(|chunk| String::from_utf8_lossy(&chunk).into_owned()).collect()
     }
@@ -145,10 +164,37 @@ mod tests {
     }
 
     #[actix_web::test]
+    async fn a_stream_holds_its_slot_until_it_ends_or_is_dropped() {
+        use cms_auth::{Caller, Credential, LimitOptions, Limits};
+        let limits = Limits::new(LimitOptions { watches_per_identity: 2, ..LimitOptions::default() });
+        let viewer = Caller::local("viewer", cms_model::UserRole::View, Credential::Login);
+        let open = |shutdown: &CancellationToken| {
+            let slot = limits.open_watch(&viewer).expect("a slot");
+            let watch: WatchStream = Box::pin(stream::pending());
+            Box::pin(frames(watch, false, Duration::from_secs(60), shutdown.clone(), Some(slot)))
+        };
+        let shutdown = CancellationToken::new();
+        let dropped = open(&shutdown);
+        let mut ended = open(&shutdown);
+        assert!(limits.open_watch(&viewer).is_err(), "both slots are held");
+        drop(dropped);
+        assert_eq!(
+            limits.open_watches(&viewer),
+            1,
+            "a dropped stream, as when its client goes, frees its slot"
+        );
+        shutdown.cancel();
+        assert!(ended.next().await.is_none());
+        assert_eq!(limits.open_watches(&viewer), 0, "an ended stream frees its slot at once");
+        drop(ended);
+        assert_eq!(limits.open_watches(&viewer), 0);
+    }
+
+    #[actix_web::test]
     async fn heartbeats_and_shutdown() {
         let watch: WatchStream = Box::pin(stream::pending());
         let shutdown = CancellationToken::new();
-        let mut frames = Box::pin(frames(watch, false, Duration::from_millis(10), shutdown.clone()));
+        let mut frames = Box::pin(frames(watch, false, Duration::from_millis(10), shutdown.clone(), None));
         let first = frames.next().await.and_then(Result::ok);
         assert_eq!(first.as_deref(), Some(HEARTBEAT));
         shutdown.cancel();

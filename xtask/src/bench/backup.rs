@@ -165,6 +165,8 @@ pub(crate) async fn measure(binary: &Path, work: &Path, snapshot_mib: usize) -> 
     store_tenant(&data, &bundle, &nodes).await?;
 
     let env = [
+        ("CMS_REQUEST_RATE_PER_IDENTITY", "1000000"),
+        ("CMS_REQUEST_BURST_PER_IDENTITY", "1000000"),
         ("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD),
         ("CMS_KEY_POOL", "0"),
         ("CMS_PROVISIONING", "false"),

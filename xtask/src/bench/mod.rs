@@ -227,8 +227,12 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
 
     let hello = Process::start("hello", &release.join("examples").join("hello"), data.path(), &[])?;
     let binary = release.join("cms-server");
-    // The API is measured alone: no reconciler runs in these servers.
+    // The API is measured alone: no reconciler runs in these servers. One
+    // admin token drives them flat out, so its rate per identity is lifted
+    // out of reach (and still counted, so its cost is measured).
     let admin = [
+        ("CMS_REQUEST_RATE_PER_IDENTITY", "1000000"),
+        ("CMS_REQUEST_BURST_PER_IDENTITY", "1000000"),
         ("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD),
         ("CMS_KEY_POOL", "0"),
         ("CMS_PROVISIONING", "false"),
@@ -547,7 +551,10 @@ fn watch_fan_out(options: &BenchOptions, binary: &std::path::Path) -> Result<wat
         options.watchers
     );
     let data = tempfile::Builder::new().prefix("cms-bench-watch-").tempdir()?;
+    // Every watcher is the admin's: one identity, so its bound is lifted.
+    let watches = (options.watchers + 1).to_string();
     let env = [
+        ("CMS_WATCHES_PER_IDENTITY", watches.as_str()),
         ("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD),
         ("CMS_KEY_POOL", "0"),
         ("CMS_PROVISIONING", "false"),

@@ -99,6 +99,8 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
     let env = [
         ("CMS_DATABASE_URL", url.as_str()),
         ("CMS_SECRETS_KEY", SECRETS_KEY),
+        ("CMS_REQUEST_RATE_PER_IDENTITY", "1000000"),
+        ("CMS_REQUEST_BURST_PER_IDENTITY", "1000000"),
         ("CMS_BOOTSTRAP_ADMIN_PASSWORD", password),
         ("CMS_KEY_POOL", "0"),
         ("CMS_PROVISIONING", "false"),

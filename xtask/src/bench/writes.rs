@@ -103,8 +103,13 @@ async fn measure_size(
         "stored {children} config patches in each of {PUT_TENANTS} tenants in {}",
         seconds(started.elapsed())
     );
-    let env =
-        [("CMS_BOOTSTRAP_ADMIN_PASSWORD", password), ("CMS_KEY_POOL", "0"), ("CMS_PROVISIONING", "false")];
+    let env = [
+        ("CMS_REQUEST_RATE_PER_IDENTITY", "1000000"),
+        ("CMS_REQUEST_BURST_PER_IDENTITY", "1000000"),
+        ("CMS_BOOTSTRAP_ADMIN_PASSWORD", password),
+        ("CMS_KEY_POOL", "0"),
+        ("CMS_PROVISIONING", "false"),
+    ];
     let server = Process::start("cms-server (writes)", binary, &data, &env)?;
     let raw_data = work.join(format!("raw-{children}"));
     std::fs::create_dir_all(&raw_data)?;

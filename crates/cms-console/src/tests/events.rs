@@ -84,3 +84,23 @@ async fn a_resume_point_the_log_no_longer_holds_asks_for_a_reload() {
     assert!(tenants.parse::<u64>().is_ok_and(|revision| revision > last), "{id}");
     assert_eq!(machines, last.to_string());
 }
+
+#[tokio::test]
+async fn streams_are_bounded_per_user_and_freed_when_dropped() {
+    let f = Fixture::new().await;
+    let viewer = f.sign_in(VIEWER).await;
+    let bound = cms_auth::LimitOptions::DEFAULT_WATCHES_PER_IDENTITY;
+    let mut streams = Vec::new();
+    for _ in 0..bound {
+        let stream = f.open("/events", &viewer).await;
+        assert_eq!(stream.status(), StatusCode::OK);
+        streams.push(stream);
+    }
+    let refused = f.open("/events", &viewer).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers().get("retry-after").map(|v| v.as_bytes()), Some(&b"5"[..]));
+    let admin = f.sign_in(ADMIN).await;
+    assert_eq!(f.open("/events", &admin).await.status(), StatusCode::OK, "another user is not affected");
+    streams.pop();
+    assert_eq!(f.open("/events", &viewer).await.status(), StatusCode::OK, "a dropped stream frees its slot");
+}

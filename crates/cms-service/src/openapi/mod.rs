@@ -176,6 +176,8 @@ fn operation(route: &RouteInfo, doc: &Doc) -> Operation {
         if forbids_someone(permission) {
             common.push(403);
         }
+        // Every authenticated request counts against its identity's rate.
+        common.push(429);
     }
     if route.path.contains('{') {
         common.push(404);
@@ -364,7 +366,12 @@ const ERRORS: &[(u16, &str, &str)] = &[
     (413, "PayloadTooLarge", "The body is over the limit (1 MiB by default)."),
     (415, "UnsupportedMediaType", "The body is not `application/json`."),
     (422, "Invalid", "The body parses but breaks a rule; the message names the field."),
-    (429, "TooManyRequests", "Too many failed logins; retry after `Retry-After` seconds."),
+    (
+        429,
+        "TooManyRequests",
+        "Too many failed logins, too many requests from one identity, or too many open watch streams; \
+         retry after `Retry-After` seconds.",
+    ),
     (500, "Internal", "Something unexpected; the body carries the `requestId` under which it is logged."),
     (
         503,

@@ -211,7 +211,12 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
             )
             .query(&[Query::Page, Query::Watch])
             .ok(200, Success::ListOrWatch)
-            .error(410, "the event log no longer reaches back to the resume point; list and watch afresh"),
+            .error(410, "the event log no longer reaches back to the resume point; list and watch afresh")
+            .error(
+                429,
+                "the caller's identity holds as many watch streams open as it may (`CMS_WATCHES_PER_IDENTITY`), \
+                 or is over its request rate; retry after `Retry-After` seconds",
+            ),
         ("POST", "/tenants") => Doc::new("createTenant", TENANTS, "Create a tenant")
             .about(
                 "Generates and seals the tenant's Talos secrets bundle in the same transaction. Inline \
