@@ -147,7 +147,7 @@ async fn a_server_given_the_wrong_key_refuses_to_start() {
     let wrong = Server::options().env("CMS_SECRETS_KEY", OTHER_KEY);
     let (status, output) = stopped.restart_failing(wrong).await;
     assert_ne!(status.code(), Some(0), "{output}");
-    assert!(output.contains("is not the key this data was sealed with"), "{output}");
+    assert!(output.contains("none of the secrets keys from CMS_SECRETS_KEY opens this data"), "{output}");
     assert!(!output.contains(OTHER_KEY), "the key is never printed: {output}");
 }
 
