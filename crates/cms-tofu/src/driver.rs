@@ -14,6 +14,7 @@ use tokio::sync::OnceCell;
 use crate::encryption::{self, Engine};
 use crate::process::{Invocation, Output};
 use crate::state::{StateResource, parse_show};
+use crate::user_data::UserData;
 use crate::workspace::{MAIN_FILE, WorkspacePlan, inputs_hash};
 use crate::{Credentials, Runner, TofuError};
 
@@ -116,19 +117,27 @@ impl Tofu {
         self.options.root.join(tenant)
     }
 
-    /// The inputs hash of `plan`: its rendered workspace and the credentials.
+    /// The inputs hash of `plan`: its rendered workspace, its machines' user
+    /// data and the credentials.
     pub fn inputs_hash(&self, plan: &WorkspacePlan) -> Result<String, TofuError> {
-        Ok(inputs_hash(&rendered(plan, self.options.backend)?, &self.credentials.fingerprint()))
+        let user_data = UserData::of(plan)?;
+        Ok(inputs_hash(
+            &rendered(plan, self.options.backend)?,
+            &user_data.digest(),
+            &self.credentials.fingerprint(),
+        ))
     }
 
     /// Writes the workspace, then `init` (when needed), `apply` (replacing
-    /// the resources at `replace`) and `show -json`.
+    /// the resources at `replace`) and `show -json`. The machines' user data
+    /// reaches `apply` in its environment only.
     pub async fn apply(&self, plan: &WorkspacePlan, replace: &[String]) -> Result<Applied, TofuError> {
         let lock = self.lock(&plan.tenant);
         let _guard = lock.lock().await;
         let dir = self.workspace_dir(&plan.tenant);
         let rendered = rendered(plan, self.options.backend)?;
-        let hash = inputs_hash(&rendered, &self.credentials.fingerprint());
+        let user_data = UserData::of(plan)?;
+        let hash = inputs_hash(&rendered, &user_data.digest(), &self.credentials.fingerprint());
         create_private_dir(&dir).await?;
         write_private(&dir.join(MAIN_FILE), &rendered).await?;
         if !dir.join(".terraform").exists()
@@ -138,12 +147,12 @@ impl Tofu {
             if let Some(plugins) = &self.options.plugin_dir {
                 args.push(format!("-plugin-dir={}", plugins.display()));
             }
-            self.checked(&plan.tenant, args).await?;
+            self.checked(&plan.tenant, args, &UserData::default()).await?;
         }
         let mut args =
             vec!["apply".to_string(), "-auto-approve".into(), "-input=false".into(), "-no-color".into()];
         args.extend(replace.iter().map(|address| format!("-replace={address}")));
-        self.checked(&plan.tenant, args).await?;
+        self.checked(&plan.tenant, args, &user_data).await?;
         let resources = self.show_locked(&plan.tenant).await?;
         Ok(Applied { resources, hash })
     }
@@ -156,7 +165,9 @@ impl Tofu {
     }
 
     /// Destroys everything in a tenant's workspace, then removes it. A
-    /// tenant that never had a workspace has nothing to destroy.
+    /// tenant that never had a workspace has nothing to destroy. No user
+    /// data is passed: destroying creates nothing, and the configuration
+    /// evaluates without it (`user_data.rs`).
     pub async fn destroy(&self, tenant: &str) -> Result<(), TofuError> {
         let lock = self.lock(tenant);
         let _guard = lock.lock().await;
@@ -165,18 +176,18 @@ impl Tofu {
             return Ok(());
         }
         if !dir.join(".terraform").exists() {
-            self.checked(tenant, vec!["init".into(), "-input=false".into(), "-no-color".into()]).await?;
+            let init = vec!["init".into(), "-input=false".into(), "-no-color".into()];
+            self.checked(tenant, init, &UserData::default()).await?;
         }
-        self.checked(
-            tenant,
-            vec!["destroy".into(), "-auto-approve".into(), "-input=false".into(), "-no-color".into()],
-        )
-        .await?;
+        let destroy =
+            vec!["destroy".into(), "-auto-approve".into(), "-input=false".into(), "-no-color".into()];
+        self.checked(tenant, destroy, &UserData::default()).await?;
         tokio::fs::remove_dir_all(&dir).await.map_err(|source| TofuError::Workspace { path: dir, source })
     }
 
     async fn show_locked(&self, tenant: &str) -> Result<Vec<StateResource>, TofuError> {
-        let output = self.checked(tenant, vec!["show".into(), "-json".into(), "-no-color".into()]).await?;
+        let show = vec!["show".into(), "-json".into(), "-no-color".into()];
+        let output = self.checked(tenant, show, &UserData::default()).await?;
         parse_show(&output.stdout)
             .map_err(|reason| TofuError::Garbage { command: "show -json".into(), reason })
     }
@@ -186,11 +197,17 @@ impl Tofu {
         locks.entry(tenant.to_string()).or_default().clone()
     }
 
-    /// Runs the tool in a tenant's workspace; a failure carries the redacted
-    /// tail of stderr.
-    #[tracing::instrument(name = "tool.run", skip(self, args), fields(command = args.first().map(String::as_str).unwrap_or_default()))]
-    async fn checked(&self, tenant: &str, args: Vec<String>) -> Result<Output, TofuError> {
+    /// Runs the tool in a tenant's workspace, with `user_data` in its
+    /// environment; a failure carries the redacted tail of stderr.
+    #[tracing::instrument(name = "tool.run", skip(self, args, user_data), fields(command = args.first().map(String::as_str).unwrap_or_default()))]
+    async fn checked(
+        &self,
+        tenant: &str,
+        args: Vec<String>,
+        user_data: &UserData,
+    ) -> Result<Output, TofuError> {
         let mut env = self.credentials.child_env();
+        env.extend(user_data.env());
         env.push(("TF_IN_AUTOMATION".into(), "1".into()));
         env.push(("TF_INPUT".into(), "0".into()));
         if let Some(config) = &self.options.cli_config {
@@ -227,7 +244,7 @@ impl Tofu {
             Some(code) => format!("exit code {code}"),
             None => "killed by a signal".to_string(),
         };
-        Err(TofuError::Failed { command, status, stderr: self.tail(&output.stderr) })
+        Err(TofuError::Failed { command, status, stderr: self.tail(&output.stderr, user_data) })
     }
 
     fn invocation(&self, dir: PathBuf, args: Vec<String>, env: Vec<(String, String)>) -> Invocation {
@@ -256,9 +273,10 @@ impl Tofu {
             .copied()
     }
 
-    /// The redacted, bounded tail of stderr, on one line.
-    fn tail(&self, stderr: &[u8]) -> String {
-        let text = self.credentials.redact(&String::from_utf8_lossy(stderr));
+    /// The redacted, bounded tail of stderr, on one line: no credential, no
+    /// user data, no PEM block nor its base64.
+    fn tail(&self, stderr: &[u8], user_data: &UserData) -> String {
+        let text = user_data.redact(&self.credentials.redact(&String::from_utf8_lossy(stderr)));
         let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
         match text.char_indices().rev().nth(TAIL) {
             Some((start, _)) => format!("...{}", &text[start..]),

@@ -6,14 +6,16 @@
 //! `oci`, `openstack`); the tool runs there (`init`, `apply`, `show -json`,
 //! `destroy`) with a timeout that stops its whole process group, one run at a
 //! time per tenant. Cloud credentials come from the service's environment
-//! only and are redacted from whatever the tool prints.
+//! only and are redacted from whatever the tool prints; so are the
+//! machines' user data, which reach the tool in its environment only.
 //!
 //! Where things are: `process.rs`, the one place a process is spawned (a
 //! process group per run, SIGTERM then SIGKILL at the timeout); `workspace.rs`
 //! and `providers/`, a `WorkspacePlan` to `main.tf.json`; `driver.rs`
 //! ([`Tofu`]), the per-tenant workspace (0700) and its runs, with the inputs
 //! hash of an apply; `credentials.rs`, `OCI_CLI_*` and `OS_*` from the
-//! environment, fingerprinted and redacted; `encryption.rs`, OpenTofu's state
+//! environment, fingerprinted and redacted; `user_data.rs`, cloud user data
+//! as a sensitive variable set through `TF_VAR_*`; `encryption.rs`, OpenTofu's state
 //! encryption block; `state.rs`, `show -json` to projected resources. `Runner`
 //! is the IO seam, with a mock. Details: `docs/provisioning.md`.
 
@@ -25,6 +27,7 @@ mod process;
 mod providers;
 mod runner;
 mod state;
+mod user_data;
 mod workspace;
 
 pub use credentials::{CREDENTIAL_PREFIXES, Credentials, REDACTED};
@@ -36,6 +39,7 @@ pub use process::{Invocation, Output};
 pub use runner::MockRunner;
 pub use runner::{ProcessRunner, Runner};
 pub use state::{StateResource, parse_show, project};
+pub use user_data::{PEM_BASE64_MARKERS, VARIABLE as USER_DATA_VARIABLE};
 pub use workspace::{MAIN_FILE, MachinePlan, WorkspacePlan, inputs_hash, resource_type};
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! The tool's state as `show -json` prints it, and the projected resources
-//! made from it.
+//! made from it. `show -json` prints sensitive values in the clear (an
+//! `oci` instance's user data among them); they are dropped as the output
+//! is parsed, so that no [`StateResource`] holds one.
 
 use cms_model::Projected;
 use serde_json::{Value, json};
@@ -12,6 +14,7 @@ pub struct StateResource {
     pub mode: String,
     pub tf_type: String,
     pub name: String,
+    /// The resource's values, those the state marks sensitive set to null.
     pub values: Value,
 }
 
@@ -42,13 +45,40 @@ fn collect(module: &Value, into: &mut Vec<StateResource>) -> Result<(), String> 
             mode: text("mode")?,
             tf_type: text("type")?,
             name: text("name")?,
-            values: resource.get("values").cloned().unwrap_or(Value::Null),
+            values: without_sensitive(
+                resource.get("values").cloned().unwrap_or(Value::Null),
+                resource.get("sensitive_values"),
+            ),
         });
     }
     for child in module.get("child_modules").and_then(Value::as_array).into_iter().flatten() {
         collect(child, into)?;
     }
     Ok(())
+}
+
+/// `values` with every value that `marks` (`sensitive_values`, of the same
+/// shape) flags `true` set to null.
+fn without_sensitive(values: Value, marks: Option<&Value>) -> Value {
+    match (values, marks) {
+        (_, Some(Value::Bool(true))) => Value::Null,
+        (Value::Object(map), Some(Value::Object(marks))) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| {
+                    let mark = marks.get(&key);
+                    (key, without_sensitive(value, mark))
+                })
+                .collect(),
+        ),
+        (Value::Array(items), Some(Value::Array(marks))) => Value::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(index, item)| without_sensitive(item, marks.get(index)))
+                .collect(),
+        ),
+        (values, _) => values,
+    }
 }
 
 /// The projected resources of a tenant's state: machines with their
@@ -97,6 +127,19 @@ mod tests {
         assert_eq!(projected[0].kind, "Machine");
         assert_eq!(projected[0].spec["address"], "10.0.0.1");
         assert_eq!(projected[0].spec["providerId"], "m1");
+    }
+
+    #[test]
+    fn sensitive_values_are_dropped() {
+        let show = br#"{"format_version":"1.0","values":{"root_module":{"resources":[{"address":"oci_core_instance.cp-0","mode":"managed","type":"oci_core_instance","name":"cp-0","values":{"id":"ocid1.instance","private_ip":"10.0.0.5","shape":"s","metadata":{"user_data":"bWFjaGluZQ=="},"tags":[{"a":"x"},{"a":"y"}]},"sensitive_values":{"metadata":{"user_data":true},"tags":[{},{"a":true}]}}]}}}"#;
+        let resources = parse_show(show).unwrap();
+        let values = &resources[0].values;
+        assert_eq!(values["metadata"]["user_data"], Value::Null);
+        assert_eq!(values["tags"], json!([{"a": "x"}, {"a": null}]));
+        assert_eq!(
+            project("t", &resources)[0].spec,
+            json!({"address": "10.0.0.5", "providerId": "ocid1.instance", "shape": "s"})
+        );
     }
 
     #[test]

@@ -217,3 +217,121 @@ async fn postgres_state_names_a_schema_per_tenant_and_keeps_the_connection_out_o
         }
     }
 }
+
+/// A machine config with the shape of a real one: CA keys as base64 PEM.
+const MACHINE_CONFIG: &str = "version: v1alpha1\nmachine:\n  ca:\n    crt: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJQekNCOHFBREFnRUNBaEVB\n    key: LS0tLS1CRUdJTiBFRDI1NTE5IFBSSVZBVEUgS0VZLS0tLS0KTUM0Q0FRQXdCUVlESzJWd0JDSUVJQQ==\n";
+
+/// A tenant with one `oci` and one `openstack` machine, each with its own
+/// machine config.
+fn cloud_plan() -> WorkspacePlan {
+    let oci = serde_json::json!({"region": "r", "compartmentOcid": "c", "subnetId": "s", "ocpus": 1, "memoryGb": 2});
+    let openstack = serde_json::json!({"imageId": "img", "networkId": "net"});
+    let machine = |group: &str, provider, config: serde_json::Value| MachinePlan {
+        id: format!("{group}-0"),
+        group: group.into(),
+        index: 0,
+        role: Role::ControlPlane,
+        provider,
+        shape: "s".into(),
+        provider_config: config.as_object().cloned().unwrap_or_default(),
+        host: None,
+        user_data: Some(format!("# {group}\n{MACHINE_CONFIG}")),
+    };
+    WorkspacePlan {
+        tenant: "acme".into(),
+        machines: vec![machine("cp", Provider::Oci, oci), machine("os", Provider::OpenStack, openstack)],
+    }
+}
+
+/// What must never be in a file or an error: the configs and their base64.
+fn user_data_forms(plan: &WorkspacePlan) -> Vec<String> {
+    use base64::Engine;
+    let mut forms: Vec<String> = crate::PEM_BASE64_MARKERS.iter().map(|marker| marker.to_string()).collect();
+    forms.push("-----BEGIN".into());
+    for machine in &plan.machines {
+        let config = machine.user_data.clone().unwrap();
+        forms.push(base64::engine::general_purpose::STANDARD.encode(&config)[..40].to_string());
+        forms.push(config);
+    }
+    forms
+}
+
+#[tokio::test]
+async fn user_data_reaches_the_apply_environment_only() {
+    use base64::Engine;
+    let root = tempfile::tempdir().unwrap();
+    let plan = cloud_plan();
+    let forms = user_data_forms(&plan);
+    let mut runner = MockRunner::new();
+    let expected: serde_json::Value = plan
+        .machines
+        .iter()
+        .map(|machine| {
+            let encoded =
+                base64::engine::general_purpose::STANDARD.encode(machine.user_data.as_deref().unwrap());
+            (machine.id.clone(), serde_json::Value::String(encoded))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    let checked = forms.clone();
+    runner.expect_run().returning(move |invocation| {
+        let variable = invocation.env.iter().find(|(name, _)| name == "TF_VAR_machine_user_data");
+        let debug = format!("{invocation:?}");
+        assert!(checked.iter().all(|form| !debug.contains(form.as_str())), "{debug}");
+        match invocation.args[0].as_str() {
+            "apply" => {
+                let (_, value) = variable.expect("apply gets the user data");
+                assert_eq!(serde_json::from_str::<serde_json::Value>(value).unwrap(), expected);
+                // A failing tool that echoes what it was given.
+                let echo = format!("Error: 400 bad metadata {value} for\n{MACHINE_CONFIG}");
+                Ok(Output { code: Some(1), stdout: Vec::new(), stderr: echo.into_bytes() })
+            }
+            verb => {
+                assert!(variable.is_none(), "{verb} gets no user data");
+                Ok(ok(""))
+            }
+        }
+    });
+    let tofu = Tofu::new(options(root.path()), credentials(), Arc::new(runner));
+    let err = tofu.apply(&plan, &[]).await.unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, TofuError::Failed { .. }), "{message}");
+    for form in &forms {
+        assert!(!message.contains(form.as_str()), "the error holds {form}: {message}");
+    }
+    assert!(message.contains("bad metadata <redacted> for <redacted>"), "{message}");
+
+    let main = std::fs::read_to_string(tofu.workspace_dir("acme").join(crate::MAIN_FILE)).unwrap();
+    for form in &forms {
+        assert!(!main.contains(form.as_str()), "main.tf.json holds {form}: {main}");
+    }
+    let main: serde_json::Value = serde_json::from_str(&main).unwrap();
+    let oci = &main["resource"]["oci_core_instance"]["cp-0"];
+    assert_eq!(oci["metadata"]["user_data"], r#"${try(var.machine_user_data["cp-0"], null)}"#);
+    let openstack = &main["resource"]["openstack_compute_instance_v2"]["os-0"];
+    assert_eq!(openstack["user_data"], r#"${try(base64decode(var.machine_user_data["os-0"]), null)}"#);
+    assert_eq!(main["variable"]["machine_user_data"]["sensitive"], true);
+    assert!(!format!("{plan:?}").contains("LS0t"), "a plan's Debug leaves user data out");
+}
+
+#[tokio::test]
+async fn the_inputs_hash_follows_the_user_data_and_destroy_passes_none() {
+    let root = tempfile::tempdir().unwrap();
+    let mut runner = MockRunner::new();
+    runner.expect_run().returning(|invocation| {
+        let has = invocation.env.iter().any(|(name, _)| name == "TF_VAR_machine_user_data");
+        assert_eq!(has, invocation.args[0] == "apply", "{:?}", invocation.args);
+        Ok(ok(if invocation.args[0] == "show" { "{}" } else { "" }))
+    });
+    let tofu = Tofu::new(options(root.path()), credentials(), Arc::new(runner));
+    let plan = cloud_plan();
+    let mut changed = cloud_plan();
+    changed.machines[1].user_data = Some("another config".into());
+    assert_ne!(tofu.inputs_hash(&plan).unwrap(), tofu.inputs_hash(&changed).unwrap());
+    assert_eq!(tofu.apply(&plan, &[]).await.unwrap().hash, tofu.inputs_hash(&plan).unwrap());
+    let mut missing = cloud_plan();
+    missing.machines[0].user_data = None;
+    assert!(matches!(tofu.apply(&missing, &[]).await, Err(TofuError::Invalid(_))));
+    tofu.destroy("acme").await.unwrap();
+    assert!(!tofu.workspace_dir("acme").exists());
+}

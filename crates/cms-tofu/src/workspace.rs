@@ -6,14 +6,15 @@ use cms_model::{MetalHost, Provider, Role};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::TofuError;
 use crate::providers::{metal, oci, openstack};
+use crate::{TofuError, user_data};
 
 /// The name of the generated configuration file.
 pub const MAIN_FILE: &str = "main.tf.json";
 
-/// One machine the workspace should hold.
-#[derive(Debug, Clone, PartialEq)]
+/// One machine the workspace should hold. Its `Debug` leaves the user
+/// data out.
+#[derive(Clone, PartialEq)]
 pub struct MachinePlan {
     /// The machine id, `<group>-<index>`: stable, URL-safe, and the
     /// resource name in the workspace.
@@ -28,8 +29,25 @@ pub struct MachinePlan {
     /// For `metal`: the host this machine is.
     pub host: Option<MetalHost>,
     /// For cloud providers: the rendered machine config, the instance's
-    /// user data.
+    /// user data. It never enters `main.tf.json`: the tool gets it in its
+    /// environment (`user_data.rs`).
     pub user_data: Option<String>,
+}
+
+impl std::fmt::Debug for MachinePlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MachinePlan")
+            .field("id", &self.id)
+            .field("group", &self.group)
+            .field("index", &self.index)
+            .field("role", &self.role)
+            .field("provider", &self.provider)
+            .field("shape", &self.shape)
+            .field("provider_config", &self.provider_config)
+            .field("host", &self.host)
+            .field("user_data", &self.user_data.as_ref().map(|_| crate::REDACTED))
+            .finish()
+    }
 }
 
 /// What one tenant's workspace should hold.
@@ -46,7 +64,8 @@ impl WorkspacePlan {
         Some(format!("{}.{}", resource_type(machine.provider), machine.id))
     }
 
-    /// The generated `main.tf.json`.
+    /// The generated `main.tf.json`. It refers to the machines' user data
+    /// through a variable and holds none of it.
     pub fn render(&self) -> Result<Value, TofuError> {
         let mut resources: Map<String, Value> = Map::new();
         let mut data: Map<String, Value> = Map::new();
@@ -65,6 +84,9 @@ impl WorkspacePlan {
                     openstack::instance(&self.tenant, machine)?
                 }
             };
+            if machine.provider != Provider::Metal {
+                variables.insert(user_data::VARIABLE.into(), user_data::declaration());
+            }
             let kind =
                 resources.entry(resource_type(machine.provider)).or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(kind) = kind {
@@ -101,12 +123,18 @@ pub fn resource_type(provider: Provider) -> String {
     .to_string()
 }
 
-/// The hash of a rendered workspace together with the fingerprint of the
-/// credentials it runs with: equal hashes need no run.
-pub fn inputs_hash(rendered: &[u8], credentials_fingerprint: &str) -> String {
+/// The hash of a rendered workspace together with the digest of the user
+/// data it is applied with (empty for none) and the fingerprint of the
+/// credentials it runs with: equal hashes need no run. A workspace without
+/// user data hashes as it did before user data left the file.
+pub fn inputs_hash(rendered: &[u8], user_data_digest: &str, credentials_fingerprint: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(rendered);
     hasher.update(b"\0");
     hasher.update(credentials_fingerprint.as_bytes());
+    if !user_data_digest.is_empty() {
+        hasher.update(b"\0user data\0");
+        hasher.update(user_data_digest.as_bytes());
+    }
     hex::encode(hasher.finalize())
 }

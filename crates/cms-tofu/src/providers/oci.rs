@@ -1,12 +1,13 @@
 //! `oci`: an `oci_core_instance` per machine. The credentials reach the
 //! provider as sensitive variables, set through `TF_VAR_*` in the tool's
-//! environment, so that no file holds them.
+//! environment, so that no file holds them; so does each instance's user
+//! data, which `metadata.user_data` takes as base64, as the variable holds
+//! it (`user_data.rs`).
 
-use base64::Engine;
 use cms_model::OciConfig;
 use serde_json::{Map, Value, json};
 
-use crate::{MachinePlan, TofuError};
+use crate::{MachinePlan, TofuError, user_data};
 
 /// The variables that carry the credentials, with the service environment
 /// variable each one comes from.
@@ -66,15 +67,12 @@ pub(crate) fn instance(tenant: &str, machine: &MachinePlan) -> Result<Value, Tof
         "shape": machine.shape,
         "shape_config": { "ocpus": config.ocpus, "memory_in_gbs": config.memory_gb },
         "create_vnic_details": { "subnet_id": config.subnet_id, "assign_public_ip": false },
-        "metadata": { "user_data": user_data(machine) },
+        "metadata": { "user_data": user_data::reference(&machine.id) },
         "freeform_tags": { "cms-tenant": tenant, "cms-machine": machine.id },
+        "lifecycle": user_data::precondition(&machine.id),
     });
     if let Some(image) = &config.image_id {
         body["source_details"] = json!({ "source_type": "image", "source_id": image });
     }
     Ok(body)
-}
-
-pub(crate) fn user_data(machine: &MachinePlan) -> String {
-    base64::engine::general_purpose::STANDARD.encode(machine.user_data.as_deref().unwrap_or_default())
 }
