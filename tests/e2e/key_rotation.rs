@@ -118,8 +118,12 @@ async fn rotation_under_load_keeps_every_secret_open_then_the_old_key_goes() {
     let server = options.clone().start().await;
     let api = server.api();
     let names = create_tenants(&api, "before", 30).await;
-    let mut watch = Watch::open(&api, "", &[]).await;
-    watch.initial_burst(Duration::from_secs(10)).await;
+    let mut watches = Vec::new();
+    for _ in 0..3 {
+        let mut watch = Watch::open(&api, "", &[]).await;
+        watch.initial_burst(Duration::from_secs(10)).await;
+        watches.push(watch);
+    }
     assert_eq!(left(&options, server.data_dir()).await, 0, "k1 is active: nothing to do");
 
     let (stop, failures) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
@@ -137,8 +141,16 @@ async fn rotation_under_load_keeps_every_secret_open_then_the_old_key_goes() {
     assert!(count >= 31.0, "the 30 tenants and the canary at least: {count}");
     documents_download(&api, &names).await;
     api.post(TENANTS, &tenant("after")).await.expect(201);
-    let frame = watch.next_event(Duration::from_secs(10)).await;
-    assert_eq!(frame.event_type(), Some("ADDED"), "the watch lived through the rotation");
+    for watch in &mut watches {
+        // Past the load's creates, to the one made after the rotation.
+        loop {
+            let frame = watch.next_event(Duration::from_secs(10)).await;
+            if frame.name() == Some("after") {
+                assert_eq!(frame.event_type(), Some("ADDED"), "the watch lived through the rotation");
+                break;
+            }
+        }
+    }
     let status = server_command(&options, server.data_dir(), &["keys", "status"]).await;
     assert!(status.ok().contains("key k1 seals no blob: it can be removed"), "{status}");
     eprintln!(
@@ -204,7 +216,13 @@ async fn two_replicas_re_seal_each_blob_once() {
     let b = options.clone().start().await;
     let names = create_tenants(&a.api(), "pair", 30).await;
     let started = Instant::now();
-    server_command(&options, a.data_dir(), &["keys", "rotate", "--to", "k2"]).await.ok();
+    // Two operators rotate at once, each through another replica's settings.
+    let (first, second) = tokio::join!(
+        server_command(&options, a.data_dir(), &["keys", "rotate", "--to", "k2"]),
+        server_command(&options, b.data_dir(), &["keys", "rotate", "--to", "k2"]),
+    );
+    first.ok();
+    second.ok();
     settled(&options, a.data_dir()).await;
     let took = started.elapsed();
     let (on_a, on_b) = (resealed(&a.api()).await, resealed(&b.api()).await);
