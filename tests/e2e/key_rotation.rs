@@ -183,6 +183,15 @@ async fn kill_9_in_the_middle_of_re_sealing_and_a_restart_finishes_it() {
     let options = keyring(Server::options(), 1, "150ms");
     let server = options.clone().start().await;
     let names = create_tenants(&server.api(), "crash", 30).await;
+    // A key no server holds is refused, and nothing changes.
+    let unknown = server_command(&options, server.data_dir(), &["keys", "rotate", "--to", "k9"]).await;
+    let refused = unknown.failed();
+    assert!(refused.contains("key \"k9\" is not configured (the keys are k1, k2)"), "{unknown}");
+    let status = server_command(&options, server.data_dir(), &["keys", "status"]).await;
+    assert!(status.ok().contains("active key: k1"), "{status}");
+    for shown in [&unknown.stdout, &unknown.stderr, &status.stdout, &status.stderr] {
+        assert!(!shown.contains(K1) && !shown.contains(K2), "no key is printed: {shown}");
+    }
     let started = Instant::now();
     server_command(&options, server.data_dir(), &["keys", "rotate", "--to", "k2"]).await.ok();
     let deadline = Instant::now() + SETTLE;
