@@ -30,11 +30,8 @@ pub(crate) fn other_keys(settings: &Settings) -> anyhow::Result<Vec<SealingKey>>
         .map(|(index, entry)| {
             // An id never holds `=`; a malformed entry is never echoed, as
             // it may hold key material.
-            let valid_id = |id: &str| {
-                !id.is_empty()
-                    && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-            };
-            let Some((id, key)) = entry.split_once('=').filter(|(id, _)| valid_id(id)) else {
+            let split = entry.split_once('=').filter(|(id, _)| SealingKey::is_valid_id(id));
+            let Some((id, key)) = split else {
                 bail!("CMS_SECRETS_OTHER_KEYS: entry {} is not `<id>=<base64>`", index + 1);
             };
             SealingKey::from_base64(id, &SecretString::from(key.to_string()))

@@ -122,9 +122,7 @@ impl CertificateAuthority {
 
     /// Issues a leaf certificate with a fresh key of the CA's type.
     fn issue(&self, mut params: CertificateParams, ttl: Duration) -> Result<IssuedCertificate> {
-        if ttl.is_zero() {
-            return Err(TalosError::InvalidInput("a certificate lifetime must be positive".into()));
-        }
+        positive(ttl)?;
         let (issuer, algorithm) = self.issuer()?;
         let key = keys::generate(algorithm)?;
         let now = OffsetDateTime::now_utc();
@@ -165,9 +163,7 @@ pub fn issue_client_cert(
     ttl: Duration,
 ) -> Result<IssuedCertificate> {
     if organizations.len() > 1 {
-        if ttl.is_zero() {
-            return Err(TalosError::InvalidInput("a certificate lifetime must be positive".into()));
-        }
+        positive(ttl)?;
         return names::issue(ca, common_name, organizations, ttl);
     }
     let mut params = CertificateParams::default();
@@ -203,6 +199,14 @@ fn san_type(san: &str) -> Result<SanType> {
     }
     let dns = san.to_string().try_into().map_err(|_| not_dns())?;
     Ok(SanType::DnsName(dns))
+}
+
+/// Refuses a leaf certificate lifetime of zero.
+fn positive(ttl: Duration) -> Result<()> {
+    if ttl.is_zero() {
+        return Err(TalosError::InvalidInput("a certificate lifetime must be positive".into()));
+    }
+    Ok(())
 }
 
 /// A random positive 128-bit serial number.

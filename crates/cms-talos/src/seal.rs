@@ -42,13 +42,18 @@ impl SealingKey {
     /// A key from its raw bytes. The id is 1 to 64 characters of
     /// `[A-Za-z0-9._-]`; it is stored in every blob sealed with the key.
     pub fn new(id: &str, key: [u8; 32]) -> Result<SealingKey> {
-        let valid = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-        if id.is_empty() || id.len() > 64 || !id.bytes().all(valid) {
+        if !SealingKey::is_valid_id(id) {
             return Err(TalosError::InvalidKey(format!(
                 "key id {id:?} must be 1 to 64 characters of letters, digits, '.', '_' or '-'"
             )));
         }
         Ok(SealingKey { id: id.to_string(), key: SecretBox::new(Box::new(key)) })
+    }
+
+    /// Whether `id` may name a key: 1 to 64 characters of `[A-Za-z0-9._-]`.
+    pub fn is_valid_id(id: &str) -> bool {
+        let valid = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+        !id.is_empty() && id.len() <= 64 && id.bytes().all(valid)
     }
 
     /// A key from standard base64 of 32 bytes, as it appears in configuration.
