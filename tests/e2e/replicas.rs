@@ -129,7 +129,9 @@ async fn a_replica_killed_mid_reconcile_is_taken_over_without_overlapping_runs()
     // for the tenant), not in the replica's workspace.
     let workspace = survivor.data_dir().path().join("workspaces/failover");
     assert!(workspace.join("main.tf.json").exists() && !workspace.join("terraform.tfstate").exists());
-    let states = psql(&url, "SELECT count(*) FROM cms_tofu_failover.states");
+    // `cms_tofu::state_schema("failover")`: the first 32 hex digits of the
+    // SHA-256 of the tenant's name.
+    let states = psql(&url, "SELECT count(*) FROM cms_tofu_4d05c36518eb501154e18c5b8eac3e97.states");
     assert_eq!(states.trim(), "1", "one state row in the tenant's schema");
     let runs: Vec<_> = engine.spans().into_iter().filter(|span| span.workspace == "failover").collect();
     assert!(runs.len() >= 2, "{runs:?}");

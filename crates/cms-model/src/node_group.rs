@@ -10,7 +10,9 @@ use serde_json::{Map, Value};
 
 use crate::meta::Resource;
 use crate::tenant::{ConfigPatchRef, check_refs};
-use crate::validate::{FieldError, Validate, normalize_version, require, validate_name};
+use crate::validate::{
+    CloudText, FieldError, Validate, normalize_version, validate_cloud_text, validate_name,
+};
 
 /// A node-group resource.
 pub type NodeGroup = Resource<NodeGroupSpec, NodeGroupStatus>;
@@ -203,6 +205,7 @@ impl Validate for NodeGroupSpec {
         let class = self
             .provider_class()
             .map_err(|message| FieldError::new(format!("{path}.providerClass"), message))?;
+        validate_cloud_text(&format!("{path}.providerClass"), &class.shape, CloudText::Identifier)?;
         let field = format!("{path}.providerConfig");
         match class.provider {
             Provider::Oci => check_oci(&field, config(&field, &self.provider_config)?)?,
@@ -227,10 +230,29 @@ fn config<T: DeserializeOwned>(field: &str, map: &Map<String, Value>) -> Result<
     })
 }
 
+/// Checks each present string of a provider's settings as [`CloudText`].
+fn check_texts<'a>(
+    field: &str,
+    texts: impl IntoIterator<Item = (&'static str, Option<&'a String>)>,
+    kind: CloudText,
+) -> Result<(), FieldError> {
+    for (name, value) in texts {
+        if let Some(value) = value {
+            validate_cloud_text(&format!("{field}.{name}"), value, kind)?;
+        }
+    }
+    Ok(())
+}
+
 fn check_oci(field: &str, oci: OciConfig) -> Result<(), FieldError> {
-    require(&format!("{field}.region"), &oci.region)?;
-    require(&format!("{field}.compartmentOcid"), &oci.compartment_ocid)?;
-    require(&format!("{field}.subnetId"), &oci.subnet_id)?;
+    let texts = [
+        ("region", Some(&oci.region)),
+        ("compartmentOcid", Some(&oci.compartment_ocid)),
+        ("subnetId", Some(&oci.subnet_id)),
+        ("imageId", oci.image_id.as_ref()),
+        ("availabilityDomain", oci.availability_domain.as_ref()),
+    ];
+    check_texts(field, texts, CloudText::Identifier)?;
     for (name, value) in [("ocpus", oci.ocpus), ("memoryGb", oci.memory_gb)] {
         if !(value.is_finite() && value > 0.0) {
             return Err(FieldError::new(format!("{field}.{name}"), "must be a positive number"));
@@ -240,8 +262,16 @@ fn check_oci(field: &str, oci: OciConfig) -> Result<(), FieldError> {
 }
 
 fn check_openstack(field: &str, openstack: OpenStackConfig) -> Result<(), FieldError> {
-    require(&format!("{field}.imageId"), &openstack.image_id)?;
-    require(&format!("{field}.networkId"), &openstack.network_id)
+    let texts = [
+        ("imageId", Some(&openstack.image_id)),
+        ("networkId", Some(&openstack.network_id)),
+        ("availabilityZone", openstack.availability_zone.as_ref()),
+    ];
+    check_texts(field, texts, CloudText::Identifier)?;
+    for (index, group) in openstack.security_groups.iter().enumerate() {
+        validate_cloud_text(&format!("{field}.securityGroups[{index}]"), group, CloudText::Name)?;
+    }
+    Ok(())
 }
 
 fn check_metal(field: &str, count: u32, metal: MetalConfig) -> Result<(), FieldError> {
@@ -256,6 +286,10 @@ fn check_metal(field: &str, count: u32, metal: MetalConfig) -> Result<(), FieldE
             return Err(FieldError::new(address, format!("{ip} is listed twice")));
         }
         seen.push(ip);
+        if let Some(provider_id) = &host.provider_id {
+            let field = format!("{field}.hosts[{index}].providerId");
+            validate_cloud_text(&field, provider_id, CloudText::Identifier)?;
+        }
     }
     if (metal.hosts.len() as u64) < u64::from(count) {
         return Err(FieldError::new(
@@ -343,6 +377,62 @@ mod tests {
         assert_eq!(group(short).unwrap_err().field, "spec.providerConfig.hosts");
         let bad = r#"{"role":"worker","count":1,"providerClass":"metal:bare","providerConfig":{"hosts":[{"address":"nope"}]}}"#;
         assert_eq!(group(bad).unwrap_err().field, "spec.providerConfig.hosts[0].address");
+    }
+
+    #[test]
+    fn template_characters_are_refused_in_every_string_the_tool_reads() {
+        let oci = r#"{"region":"eu-frankfurt-1","compartmentOcid":"ocid1.compartment.oc1..c","subnetId":"ocid1.subnet.oc1.eu-frankfurt-1.s","ocpus":2,"memoryGb":8,"imageId":"ocid1.image.oc1..i","availabilityDomain":"Uocm:EU-FRANKFURT-1-AD-1"}"#;
+        let openstack = r#"{"imageId":"0b5d4d3e-6f5b-4c1e-9a0e-2f7c3d1b9e42","networkId":"net-1","availabilityZone":"nova","securityGroups":["talos","allow ssh"]}"#;
+        let metal = r#"{"hosts":[{"address":"10.0.0.1","providerId":"rack1-a"}]}"#;
+        let spec = |class: &str, config: &str| {
+            format!(r#"{{"role":"worker","count":1,"providerClass":"{class}","providerConfig":{config}}}"#)
+        };
+        assert!(group(&spec("oci:VM.Standard.A1.Flex", oci)).is_ok());
+        assert!(group(&spec("openstack:m1.large", openstack)).is_ok());
+        assert!(group(&spec("metal:bare", metal)).is_ok());
+        let attack = r#"${file(\"../../secrets.key\")}"#;
+        let cases = [
+            (spec(&format!("metal:{attack}"), metal), "spec.providerClass"),
+            (
+                spec("metal:bare", &metal.replace("rack1-a", attack)),
+                "spec.providerConfig.hosts[0].providerId",
+            ),
+            (spec("metal:bare", &metal.replace("10.0.0.1", attack)), "spec.providerConfig.hosts[0].address"),
+            (
+                spec("oci:x", &oci.replace("eu-frankfurt-1\"", "%{ if true }x%{ endif }\"")),
+                "spec.providerConfig.region",
+            ),
+            (
+                spec("oci:x", &oci.replace("ocid1.compartment.oc1..c", attack)),
+                "spec.providerConfig.compartmentOcid",
+            ),
+            (
+                spec("oci:x", &oci.replace("ocid1.subnet.oc1.eu-frankfurt-1.s", "a\\nb")),
+                "spec.providerConfig.subnetId",
+            ),
+            (spec("oci:x", &oci.replace("ocid1.image.oc1..i", "a\\\\b")), "spec.providerConfig.imageId"),
+            (
+                spec("oci:x", &oci.replace("Uocm:EU-FRANKFURT-1-AD-1", "a'b")),
+                "spec.providerConfig.availabilityDomain",
+            ),
+            (
+                spec("openstack:x", &openstack.replace("0b5d4d3e-6f5b-4c1e-9a0e-2f7c3d1b9e42", attack)),
+                "spec.providerConfig.imageId",
+            ),
+            (spec("openstack:x", &openstack.replace("net-1", "{x}")), "spec.providerConfig.networkId"),
+            (
+                spec("openstack:x", &openstack.replace("nova", &"z".repeat(256))),
+                "spec.providerConfig.availabilityZone",
+            ),
+            (
+                spec("openstack:x", &openstack.replace("allow ssh", "a$b")),
+                "spec.providerConfig.securityGroups[1]",
+            ),
+        ];
+        for (body, field) in cases {
+            let err = group(&body).unwrap_err();
+            assert_eq!(err.field, field, "{body}: {err}");
+        }
     }
 
     #[test]

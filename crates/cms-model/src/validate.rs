@@ -65,6 +65,48 @@ pub(crate) fn validate_cidr(field: &str, cidr: &str) -> Result<(), FieldError> {
         .map_err(|_| FieldError::new(field, format!("{cidr:?} is not a valid CIDR")))
 }
 
+/// The longest cloud identifier or name [`validate_cloud_text`] accepts.
+pub(crate) const MAX_CLOUD_TEXT: usize = 255;
+
+/// What a cloud string may hold, beyond ASCII letters and digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CloudText {
+    /// An id, region, shape or flavor: `.`, `_`, `-`, `:`, `/`, `@` and
+    /// `+` (`ocid1.subnet.oc1.eu-frankfurt-1.aaaa`, `Uocm:EU-FRANKFURT-1-AD-1`,
+    /// `VM.Standard.A1.Flex`, a UUID).
+    Identifier,
+    /// A name, such as an OpenStack security group's: an identifier's
+    /// characters and inner spaces.
+    Name,
+}
+
+/// Checks a string that the provisioning tool's configuration will hold:
+/// 1 to [`MAX_CLOUD_TEXT`] bytes of ASCII letters, digits and the few
+/// punctuation characters ids and names use ([`CloudText`]), so never `$`,
+/// `%`, braces, quotes, backslashes or control characters.
+pub(crate) fn validate_cloud_text(field: &str, value: &str, kind: CloudText) -> Result<(), FieldError> {
+    require(field, value)?;
+    if value.len() > MAX_CLOUD_TEXT {
+        return Err(FieldError::new(field, format!("must be at most {MAX_CLOUD_TEXT} characters")));
+    }
+    let allowed = |c: char| {
+        c.is_ascii_alphanumeric()
+            || matches!(c, '.' | '_' | '-' | ':' | '/' | '@' | '+')
+            || (kind == CloudText::Name && c == ' ')
+    };
+    if let Some(bad) = value.chars().find(|c| !allowed(*c)) {
+        let spaces = if kind == CloudText::Name { ", inner spaces" } else { "" };
+        return Err(FieldError::new(
+            field,
+            format!("{bad:?} is not allowed: use letters, digits and . _ - : / @ +{spaces}"),
+        ));
+    }
+    if value.starts_with(' ') || value.ends_with(' ') {
+        return Err(FieldError::new(field, "must not start or end with a space"));
+    }
+    Ok(())
+}
+
 /// Checks that a string is not empty.
 pub(crate) fn require(field: &str, value: &str) -> Result<(), FieldError> {
     if value.trim().is_empty() {
@@ -93,6 +135,52 @@ mod tests {
         assert_eq!(normalize_version("v", "1.8.0").unwrap(), "1.8.0");
         for bad in ["1.2", "1.2.3.4", "v", "1.x.3", "1..3", "vv1.2.3", " 1.2.3"] {
             assert!(normalize_version("v", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cloud_text_takes_real_ids_and_refuses_template_characters() {
+        let ok = [
+            "ocid1.subnet.oc1.eu-frankfurt-1.aaaaaaaabbbbcccc",
+            "ocid1.compartment.oc1..aaaa",
+            "eu-frankfurt-1",
+            "Uocm:EU-FRANKFURT-1-AD-1",
+            "VM.Standard.A1.Flex",
+            "m1.large",
+            "0b5d4d3e-6f5b-4c1e-9a0e-2f7c3d1b9e42",
+            "aws:///us-east-1a/i-0123",
+            "metal://10.0.0.1",
+            &"x".repeat(MAX_CLOUD_TEXT),
+        ];
+        for good in ok {
+            assert!(validate_cloud_text("f", good, CloudText::Identifier).is_ok(), "{good}");
+        }
+        assert!(validate_cloud_text("f", "allow ssh", CloudText::Name).is_ok());
+        let bad = [
+            "",
+            " ",
+            "a b",
+            "${file(\"x\")}",
+            "%{ if 1 }",
+            "a$b",
+            "a%b",
+            "a{b",
+            "a}b",
+            "a\"b",
+            "a'b",
+            "a\\b",
+            "a\nb",
+            "a\u{0}b",
+            "a\tb",
+            "é",
+            &"x".repeat(MAX_CLOUD_TEXT + 1),
+        ];
+        for bad in bad {
+            let err = validate_cloud_text("spec.f", bad, CloudText::Identifier).unwrap_err();
+            assert_eq!(err.field, "spec.f", "{bad:?}");
+        }
+        for bad in [" lead", "trail ", "a$b", "a\nb"] {
+            assert!(validate_cloud_text("f", bad, CloudText::Name).is_err(), "{bad:?}");
         }
     }
 

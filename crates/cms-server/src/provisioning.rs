@@ -2,7 +2,6 @@
 //! workspaces under `<data dir>/workspaces`, and the reconcile controller,
 //! run as a task that stops with the server.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use cms_tenancy::{
     SealedCredentials, Secrets, StoreMachineConfigs, Tenancy, TenantKube, TenantNodeClient, talos_node_api,
 };
 use cms_tofu::{Credentials, ProcessRunner, StateBackend, Tofu, TofuOptions};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -32,9 +31,12 @@ pub(crate) struct Provisioning {
 
 impl Provisioning {
     /// Starts the controller on `store`; cloud instances boot with configs
-    /// rendered from `secrets`.
+    /// rendered from `secrets`, and OpenTofu's states are encrypted with
+    /// passphrases derived from `state_key` (checked by
+    /// `tool_state::prepare`).
     pub(crate) fn start(
         settings: &Settings,
+        state_key: Option<SecretString>,
         store: Arc<dyn Store>,
         leases: Arc<dyn Leases>,
         secrets: Arc<Secrets>,
@@ -54,7 +56,7 @@ impl Provisioning {
             grace: Duration::from_secs(10).min(settings.tofu_timeout),
             plugin_dir: settings.tofu_plugin_dir.clone(),
             cli_config: settings.tofu_cli_config.clone(),
-            state_key: state_key(settings),
+            state_key,
             backend,
         };
         let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
@@ -105,15 +107,4 @@ pub(crate) fn replica_id() -> String {
         std::fs::read_to_string("/etc/hostname").map(|name| name.trim().to_string()).unwrap_or_default();
     let host = if host.is_empty() { "host".to_string() } else { host };
     format!("{host}/{}/{}", std::process::id(), uuid::Uuid::new_v4().simple())
-}
-
-/// The secret that OpenTofu state encryption derives from:
-/// `CMS_TOFU_STATE_KEY`, else the secrets key's text (`CMS_SECRETS_KEY`, or
-/// the key file's, trimmed). Rotating the sealing key leaves it alone.
-pub(crate) fn state_key(settings: &Settings) -> Option<SecretString> {
-    let pinned = settings.tofu_state_key.as_ref().map(|key| SecretString::from(key.expose_secret().trim()));
-    pinned.or_else(|| settings.secrets_key.clone()).or_else(|| {
-        let path: PathBuf = settings.secrets_key_file();
-        std::fs::read_to_string(path).ok().map(|key| SecretString::from(key.trim().to_string()))
-    })
 }

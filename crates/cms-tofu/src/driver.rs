@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use secrecy::SecretString;
+use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 use crate::encryption::{self, Engine};
@@ -47,17 +48,38 @@ pub enum StateBackend {
     /// A `terraform.tfstate` file in the tenant's workspace: one replica.
     #[default]
     Local,
-    /// The `pg` backend, one schema per tenant (`cms_tofu_<tenant>`), so
+    /// The `pg` backend, one schema per tenant ([`state_schema`]), so
     /// that any replica can apply any tenant; the connection string comes
     /// from [`Credentials::with_state_connection`]. Its advisory lock is
     /// released when the run's connection ends, a dead replica's included.
     Postgres,
 }
 
-/// The `pg` backend's schema of a tenant.
+/// The `pg` backend's schema of a tenant: `cms_tofu_` and the first 32 hex
+/// digits of the SHA-256 of the tenant's name. It is 41 characters whatever
+/// the name, so PostgreSQL, which cuts identifiers at 63 bytes, never cuts
+/// it, and two tenants never share one.
 pub fn state_schema(tenant: &str) -> String {
-    format!("cms_tofu_{}", tenant.replace('-', "_"))
+    let digest = Sha256::digest(tenant.as_bytes());
+    format!("cms_tofu_{}", &hex::encode(digest)[..32])
 }
+
+/// The schema a tenant's state was kept in before [`state_schema`]:
+/// `cms_tofu_<tenant>` with `-` as `_`, cut to the 63 bytes PostgreSQL
+/// kept, so that tenants whose names share their first 54 characters
+/// shared it. The server moves such states on start.
+pub fn legacy_state_schema(tenant: &str) -> String {
+    let mut name = format!("cms_tofu_{}", tenant.replace('-', "_"));
+    // Tenant names are ASCII (DNS labels); cut on a character boundary
+    // all the same.
+    while name.len() > POSTGRES_IDENTIFIER {
+        name.pop();
+    }
+    name
+}
+
+/// The longest identifier PostgreSQL keeps, in bytes (`NAMEDATALEN - 1`).
+const POSTGRES_IDENTIFIER: usize = 63;
 
 /// The result of an apply: the state the tool reports after it.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,11 +11,13 @@
 //!
 //! Where things are: `process.rs`, the one place a process is spawned (a
 //! process group per run, SIGTERM then SIGKILL at the timeout); `workspace.rs`
-//! and `providers/`, a `WorkspacePlan` to `main.tf.json`; `driver.rs`
+//! and `providers/`, a `WorkspacePlan` to `main.tf.json`; `template.rs`,
+//! the one place user strings are escaped so that the tool never reads them
+//! as templates, and the service's own expressions kept apart; `driver.rs`
 //! ([`Tofu`]), the per-tenant workspace (0700) and its runs, with the inputs
 //! hash of an apply; `credentials.rs`, `OCI_CLI_*` and `OS_*` from the
 //! environment, fingerprinted and redacted; `user_data.rs`, cloud user data
-//! as a sensitive variable set through `TF_VAR_*`; `encryption.rs`, OpenTofu's state
+//! as one sensitive variable per node group set through `TF_VAR_*`; `encryption.rs`, OpenTofu's state
 //! encryption block; `state.rs`, `show -json` to projected resources. `Runner`
 //! is the IO seam, with a mock. Details: `docs/provisioning.md`.
 
@@ -27,19 +29,22 @@ mod process;
 mod providers;
 mod runner;
 mod state;
+mod template;
 mod user_data;
 mod workspace;
 
 pub use credentials::{CREDENTIAL_PREFIXES, Credentials, REDACTED};
-pub use driver::{Applied, StateBackend, Tofu, TofuOptions, state_schema};
-pub use encryption::{Engine, block as encryption_block, passphrase as state_passphrase};
+pub use driver::{Applied, StateBackend, Tofu, TofuOptions, legacy_state_schema, state_schema};
+pub use encryption::{
+    Engine, block as encryption_block, fingerprint as state_key_fingerprint, passphrase as state_passphrase,
+};
 pub use error::TofuError;
 pub use process::{Invocation, Output};
 #[cfg(any(test, feature = "testsuite"))]
 pub use runner::MockRunner;
 pub use runner::{ProcessRunner, Runner};
 pub use state::{StateResource, parse_show, project};
-pub use user_data::{PEM_BASE64_MARKERS, VARIABLE as USER_DATA_VARIABLE};
+pub use user_data::{MAX_ENV_STRING, PEM_BASE64_MARKERS, VARIABLE_PREFIX as USER_DATA_VARIABLE_PREFIX};
 pub use workspace::{MAIN_FILE, MachinePlan, WorkspacePlan, inputs_hash, resource_type};
 
 #[cfg(test)]

@@ -208,7 +208,7 @@ async fn postgres_state_names_a_schema_per_tenant_and_keeps_the_connection_out_o
     let main: serde_json::Value = serde_json::from_str(&main).unwrap();
     assert_eq!(
         main["terraform"]["backend"],
-        serde_json::json!({"pg": {"schema_name": "cms_tofu_acme_prod"}})
+        serde_json::json!({"pg": {"schema_name": crate::state_schema("acme-prod")}})
     );
     for entry in std::fs::read_dir(tofu.workspace_dir("acme-prod")).unwrap().flatten() {
         if entry.path().is_file() {
@@ -216,6 +216,30 @@ async fn postgres_state_names_a_schema_per_tenant_and_keeps_the_connection_out_o
             assert!(!text.contains("pg-pass-1234"), "{}", entry.path().display());
         }
     }
+}
+
+#[test]
+fn state_schemas_are_short_distinct_and_stable() {
+    let long = "a".repeat(60);
+    let (first, second) = (format!("{long}-x1"), format!("{long}-x2"));
+    assert_eq!(
+        crate::legacy_state_schema(&first),
+        crate::legacy_state_schema(&second),
+        "the old names collide"
+    );
+    assert_eq!(crate::legacy_state_schema(&first).len(), 63);
+    assert_eq!(crate::legacy_state_schema("acme-prod"), "cms_tofu_acme_prod");
+    assert_ne!(crate::state_schema(&first), crate::state_schema(&second));
+    for tenant in [first.as_str(), "a", "acme-prod"] {
+        let schema = crate::state_schema(tenant);
+        assert_eq!(schema.len(), 41, "{schema}");
+        assert!(schema.starts_with("cms_tofu_"), "{schema}");
+        assert!(
+            schema.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_')
+        );
+    }
+    // Pinned: a new name would lose every tenant's state.
+    assert_eq!(crate::state_schema("acme-prod"), "cms_tofu_d2836b7de9447c4aa93c2d1dc4328c15");
 }
 
 /// A machine config with the shape of a real one: CA keys as base64 PEM.
@@ -263,31 +287,34 @@ async fn user_data_reaches_the_apply_environment_only() {
     let plan = cloud_plan();
     let forms = user_data_forms(&plan);
     let mut runner = MockRunner::new();
-    let expected: serde_json::Value = plan
+    let expected: Vec<(String, String)> = plan
         .machines
         .iter()
         .map(|machine| {
             let encoded =
                 base64::engine::general_purpose::STANDARD.encode(machine.user_data.as_deref().unwrap());
-            (machine.id.clone(), serde_json::Value::String(encoded))
+            (format!("TF_VAR_machine_user_data_{}", machine.group), encoded)
         })
-        .collect::<serde_json::Map<_, _>>()
-        .into();
+        .collect();
     let checked = forms.clone();
     runner.expect_run().returning(move |invocation| {
-        let variable = invocation.env.iter().find(|(name, _)| name == "TF_VAR_machine_user_data");
+        let variables: Vec<(String, String)> = invocation
+            .env
+            .iter()
+            .filter(|(name, _)| name.starts_with("TF_VAR_machine_user_data"))
+            .cloned()
+            .collect();
         let debug = format!("{invocation:?}");
         assert!(checked.iter().all(|form| !debug.contains(form.as_str())), "{debug}");
         match invocation.args[0].as_str() {
             "apply" => {
-                let (_, value) = variable.expect("apply gets the user data");
-                assert_eq!(serde_json::from_str::<serde_json::Value>(value).unwrap(), expected);
+                assert_eq!(variables, expected, "apply gets one variable per node group");
                 // A failing tool that echoes what it was given.
-                let echo = format!("Error: 400 bad metadata {value} for\n{MACHINE_CONFIG}");
+                let echo = format!("Error: 400 bad metadata {} for\n{MACHINE_CONFIG}", variables[0].1);
                 Ok(Output { code: Some(1), stdout: Vec::new(), stderr: echo.into_bytes() })
             }
             verb => {
-                assert!(variable.is_none(), "{verb} gets no user data");
+                assert!(variables.is_empty(), "{verb} gets no user data");
                 Ok(ok(""))
             }
         }
@@ -307,10 +334,15 @@ async fn user_data_reaches_the_apply_environment_only() {
     }
     let main: serde_json::Value = serde_json::from_str(&main).unwrap();
     let oci = &main["resource"]["oci_core_instance"]["cp-0"];
-    assert_eq!(oci["metadata"]["user_data"], r#"${try(var.machine_user_data["cp-0"], null)}"#);
+    assert_eq!(oci["metadata"]["user_data"], "${var.machine_user_data_cp}");
+    assert_eq!(oci["lifecycle"]["precondition"][0]["condition"], "${var.machine_user_data_cp != null}");
     let openstack = &main["resource"]["openstack_compute_instance_v2"]["os-0"];
-    assert_eq!(openstack["user_data"], r#"${try(base64decode(var.machine_user_data["os-0"]), null)}"#);
-    assert_eq!(main["variable"]["machine_user_data"]["sensitive"], true);
+    assert_eq!(openstack["user_data"], "${try(base64decode(var.machine_user_data_os), null)}");
+    for group in ["cp", "os"] {
+        let declaration = &main["variable"][format!("machine_user_data_{group}")];
+        assert_eq!(declaration["sensitive"], true, "{main}");
+        assert_eq!(declaration["default"], serde_json::Value::Null, "{main}");
+    }
     assert!(!format!("{plan:?}").contains("LS0t"), "a plan's Debug leaves user data out");
 }
 
@@ -319,7 +351,7 @@ async fn the_inputs_hash_follows_the_user_data_and_destroy_passes_none() {
     let root = tempfile::tempdir().unwrap();
     let mut runner = MockRunner::new();
     runner.expect_run().returning(|invocation| {
-        let has = invocation.env.iter().any(|(name, _)| name == "TF_VAR_machine_user_data");
+        let has = invocation.env.iter().any(|(name, _)| name.starts_with("TF_VAR_machine_user_data_"));
         assert_eq!(has, invocation.args[0] == "apply", "{:?}", invocation.args);
         Ok(ok(if invocation.args[0] == "show" { "{}" } else { "" }))
     });

@@ -1,12 +1,15 @@
 //! A tenant's workspace as data: the machines it should hold, turned into
 //! `main.tf.json` by the provider modules. Nothing here is templated text;
-//! every file is a `serde_json` value.
+//! every file is a `serde_json` value, and every user string in it is
+//! escaped so that the tool reads it as a literal (`template.rs`).
+
+use std::collections::BTreeMap;
 
 use cms_model::{MetalHost, Provider, Role};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::providers::{metal, oci, openstack};
+use crate::providers::{Setup, metal, oci, openstack};
 use crate::{TofuError, user_data};
 
 /// The name of the generated configuration file.
@@ -65,48 +68,64 @@ impl WorkspacePlan {
     }
 
     /// The generated `main.tf.json`. It refers to the machines' user data
-    /// through a variable and holds none of it.
+    /// through a variable and holds none of it. Every block comes from a
+    /// provider module as a `template::Block`, whose user strings are escaped here
+    /// (`template.rs`), so that no user string is read as a template; the
+    /// machine ids and group names, which the service's own expressions
+    /// name, must be DNS labels.
     pub fn render(&self) -> Result<Value, TofuError> {
-        let mut resources: Map<String, Value> = Map::new();
-        let mut data: Map<String, Value> = Map::new();
-        let mut providers: Map<String, Value> = Map::new();
-        let mut required: Map<String, Value> = Map::new();
-        let mut variables: Map<String, Value> = Map::new();
+        let mut setup = Setup::default();
+        let mut resources: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
         for machine in &self.machines {
+            for (what, name) in [("id", &machine.id), ("group", &machine.group)] {
+                cms_model::validate_name(what, name)
+                    .map_err(|err| TofuError::Invalid(format!("machine {name:?}: {err}")))?;
+            }
             let body = match machine.provider {
                 Provider::Metal => metal::instance(machine)?,
                 Provider::Oci => {
-                    oci::setup(machine, &mut providers, &mut required, &mut variables, &mut data)?;
+                    oci::setup(machine, &mut setup)?;
                     oci::instance(&self.tenant, machine)?
                 }
                 Provider::OpenStack => {
-                    openstack::setup(&mut providers, &mut required);
+                    openstack::setup(&mut setup);
                     openstack::instance(&self.tenant, machine)?
                 }
             };
             if machine.provider != Provider::Metal {
-                variables.insert(user_data::VARIABLE.into(), user_data::declaration());
+                setup.variables.insert(user_data::variable(&machine.group), user_data::declaration());
             }
-            let kind =
-                resources.entry(resource_type(machine.provider)).or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(kind) = kind {
-                kind.insert(machine.id.clone(), body);
-            }
+            resources
+                .entry(resource_type(machine.provider))
+                .or_default()
+                .insert(machine.id.clone(), body.render());
         }
+        let Setup { providers, required, variables, data } = setup;
         let mut root = Map::new();
         if !required.is_empty() {
             root.insert("terraform".into(), json!({ "required_providers": required }));
         }
         if !providers.is_empty() {
+            let providers: Map<String, Value> =
+                providers.into_iter().map(|(name, block)| (name.to_string(), block.render())).collect();
             root.insert("provider".into(), Value::Object(providers));
         }
         if !variables.is_empty() {
             root.insert("variable".into(), Value::Object(variables));
         }
         if !data.is_empty() {
+            let data: Map<String, Value> = data
+                .into_iter()
+                .map(|(kind, blocks)| {
+                    let blocks = blocks.into_iter().map(|(name, block)| (name, block.render())).collect();
+                    (kind.to_string(), Value::Object(blocks))
+                })
+                .collect();
             root.insert("data".into(), Value::Object(data));
         }
         if !resources.is_empty() {
+            let resources =
+                resources.into_iter().map(|(kind, blocks)| (kind, Value::Object(blocks))).collect();
             root.insert("resource".into(), Value::Object(resources));
         }
         Ok(Value::Object(root))
@@ -137,4 +156,100 @@ pub fn inputs_hash(rendered: &[u8], user_data_digest: &str, credentials_fingerpr
         hasher.update(user_data_digest.as_bytes());
     }
     hex::encode(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A string the user sent, marked so that it can be found again.
+    const USER: &str = r#"USER${file("../../secrets.key")}%{ if true }x%{ endif }"#;
+
+    fn machine(group: &str, provider: Provider, config: Value) -> MachinePlan {
+        MachinePlan {
+            id: format!("{group}-0"),
+            group: group.into(),
+            index: 0,
+            role: Role::Worker,
+            provider,
+            shape: USER.into(),
+            provider_config: config.as_object().cloned().unwrap_or_default(),
+            host: (provider == Provider::Metal)
+                .then(|| MetalHost { address: USER.into(), provider_id: Some(USER.into()) }),
+            user_data: Some("machine: {}\n".into()),
+        }
+    }
+
+    /// Every string and key of `value`.
+    fn texts(value: &Value, into: &mut Vec<String>) {
+        match value {
+            Value::String(text) => into.push(text.clone()),
+            Value::Array(items) => items.iter().for_each(|item| texts(item, into)),
+            Value::Object(map) => map.iter().for_each(|(key, value)| {
+                into.push(key.clone());
+                texts(value, into);
+            }),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_user_string_is_escaped_and_only_the_services_expressions_are_templates() {
+        let oci = json!({"region": USER, "compartmentOcid": USER, "subnetId": USER, "ocpus": 1, "memoryGb": 2, "imageId": USER});
+        let openstack =
+            json!({"imageId": USER, "networkId": USER, "availabilityZone": USER, "securityGroups": [USER]});
+        let plan = WorkspacePlan {
+            tenant: USER.into(),
+            machines: vec![
+                machine("cp", Provider::Oci, oci.clone()),
+                machine("domain", Provider::Oci, {
+                    let mut oci = oci;
+                    oci["availabilityDomain"] = json!(USER);
+                    oci
+                }),
+                machine("os", Provider::OpenStack, openstack),
+                machine("metal", Provider::Metal, json!({})),
+            ],
+        };
+        let rendered = plan.render().unwrap();
+        let mut all = Vec::new();
+        texts(&rendered, &mut all);
+        let escaped = r#"USER$${file("../../secrets.key")}%%{ if true }x%%{ endif }"#;
+        let user: Vec<&String> = all.iter().filter(|text| text.contains("USER")).collect();
+        assert!(user.len() >= 20, "{user:?}");
+        for text in user {
+            assert!(text.contains(escaped), "{text}");
+            let bare = text.replace("$${", "").replace("%%{", "");
+            assert!(!bare.contains("${") && !bare.contains("%{"), "{text}");
+        }
+        let oci = &rendered["resource"]["oci_core_instance"];
+        assert_eq!(oci["cp-0"]["shape"], escaped);
+        assert_eq!(oci["cp-0"]["display_name"], format!("{escaped}-cp-0"));
+        assert_eq!(
+            oci["cp-0"]["availability_domain"],
+            "${data.oci_identity_availability_domains.cp.availability_domains[0].name}"
+        );
+        assert_eq!(oci["domain-0"]["availability_domain"], escaped);
+        assert!(oci["cp-0"]["metadata"]["user_data"].as_str().unwrap().starts_with("${var."));
+        assert_eq!(rendered["provider"]["oci"]["region"], escaped);
+        assert_eq!(rendered["provider"]["oci"]["user_ocid"], "${var.oci_user_ocid}");
+        assert_eq!(rendered["data"]["oci_identity_availability_domains"]["cp"]["compartment_id"], escaped);
+        let openstack = &rendered["resource"]["openstack_compute_instance_v2"]["os-0"];
+        assert_eq!(openstack["security_groups"], json!([escaped]));
+        assert!(openstack["user_data"].as_str().unwrap().starts_with("${try(base64decode(var."));
+        let metal = &rendered["resource"]["terraform_data"]["metal-0"]["input"];
+        assert_eq!(metal["providerId"], escaped);
+    }
+
+    #[test]
+    fn names_in_the_services_expressions_must_be_dns_labels() {
+        for (id, group) in [("cp-0", "c\"p"), ("x}-0", "cp")] {
+            let mut machine = machine("cp", Provider::Metal, json!({}));
+            (machine.id, machine.group) = (id.into(), group.into());
+            let plan = WorkspacePlan { tenant: "acme".into(), machines: vec![machine] };
+            assert!(matches!(plan.render(), Err(TofuError::Invalid(_))), "{id} {group}");
+        }
+    }
 }

@@ -3,12 +3,14 @@
 //! `.ci/tofu-engine`) through a wrapper script that counts runs and injects
 //! faults (a gate that holds runs, failures, hangs, garbage output);
 //! `user_data.rs` holds tenants on `oci` and `openstack`, whose machine
-//! configs must reach no file.
+//! configs must reach no file; `injection.rs`, node groups whose strings
+//! would be templates in the tool's configuration.
 
 mod bootstrap;
 pub(crate) mod cluster;
 mod console;
 mod faults;
+mod injection;
 mod lifecycle;
 mod user_data;
 

@@ -152,9 +152,12 @@ async fn cloud_user_data_is_in_no_file_and_no_log() {
         for id in ["cp-0", "workers-0", "workers-1"] {
             let instance = &main["resource"][kind][id];
             let user_data = instance.pointer(field).and_then(Value::as_str).unwrap_or_default();
-            assert!(user_data.contains(&format!("var.machine_user_data[\"{id}\"]")), "{instance}");
+            let group = id.rsplit_once('-').map(|(group, _)| group).unwrap_or_default();
+            assert!(user_data.contains(&format!("var.machine_user_data_{group}")), "{instance}");
         }
-        assert_eq!(main["variable"]["machine_user_data"]["sensitive"], true, "{main}");
+        for group in ["cp", "workers"] {
+            assert_eq!(main["variable"][format!("machine_user_data_{group}")]["sensitive"], true, "{main}");
+        }
 
         // The tenant's own CA certificates and keys, in every form.
         let reply = api.get(&format!("/api/v1/tenants/{name}/secrets")).await;

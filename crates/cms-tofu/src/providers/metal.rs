@@ -4,18 +4,19 @@
 //! neither the configuration nor the state (which keeps `input` in the
 //! clear) holds any machine config, nor a hash of one.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::template::Block;
 use crate::{MachinePlan, TofuError};
 
-/// The `terraform_data` resource of one host.
-pub(crate) fn instance(machine: &MachinePlan) -> Result<Value, TofuError> {
+/// The `terraform_data` resource of one host: plain values only.
+pub(crate) fn instance(machine: &MachinePlan) -> Result<Block, TofuError> {
     let host = machine
         .host
         .as_ref()
         .ok_or_else(|| TofuError::Invalid(format!("machine {} has no metal host", machine.id)))?;
     let provider_id = host.provider_id.clone().unwrap_or_else(|| format!("metal://{}", host.address));
-    Ok(json!({
+    Ok(Block::plain(json!({
         "input": {
             "address": host.address,
             "providerId": provider_id,
@@ -23,5 +24,5 @@ pub(crate) fn instance(machine: &MachinePlan) -> Result<Value, TofuError> {
             "group": machine.group,
             "role": machine.role.as_str(),
         }
-    }))
+    })))
 }
