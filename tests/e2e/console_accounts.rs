@@ -25,7 +25,12 @@ async fn an_admin_reads_the_audit_log_creates_a_user_and_an_api_token() {
     let base = format!("http://{}", server.addr());
     let browser = Browser::start().await;
 
-    // The audit log, with a refused sign-in of another actor on it.
+    // The audit log, with a refused sign-in of another user on it: a wrong
+    // password for an account that exists (one for an unknown name is
+    // counted, not kept).
+    let mallory =
+        json!({"metadata": {"name": "mallory"}, "spec": {"role": "view", "password": "mallory-password"}});
+    api.post("/api/v1/users", &mallory).await.expect(201);
     browser.goto(&format!("{base}/")).await;
     browser.wait_for_path("/login").await;
     sign_in(&browser, "mallory", "not-the-password").await;

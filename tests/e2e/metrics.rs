@@ -1,6 +1,7 @@
 //! `GET /metrics` of the real server, parsed with a Prometheus text-format
 //! parser: requests, watch streams, reconciles, tool runs, probes and the
-//! certificate expiry gauge move when their events happen.
+//! certificate expiry gauge move when their events happen; tenant names
+//! reach authenticated scrapes only.
 
 use std::time::Duration;
 
@@ -77,4 +78,26 @@ async fn series_move_when_their_events_happen() {
         (value(&scrape(&api).await, "cms_watch_streams", &[]) == open).then_some(())
     })
     .await;
+}
+
+/// The age of a tenant's newest backup is the series labelled with its
+/// name: an anonymous scrape leaves it out, a scrape with a token has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_scrapes_hold_no_tenant_name() {
+    let engine = Engine::new();
+    let server = engine.options().start().await;
+    let api = server.api();
+    let (_bundle, _cluster) = crate::backups::converged_tenant(&server).await;
+    api.post("/api/v1/tenants/acme/backups", &serde_json::json!({})).await.expect(201);
+    let labelled = |scrape: &Scrape| {
+        scrape.samples.iter().any(|sample| {
+            sample.metric == "cms_backup_newest_age_seconds" && sample.labels.get("tenant") == Some("acme")
+        })
+    };
+    assert!(labelled(&scrape(&api).await), "the admin's scrape has the tenant's series");
+    let anonymous = api.with_token(None);
+    let reply = anonymous.get("/metrics").await;
+    assert!(!reply.body.contains("acme"), "{}", reply.body);
+    assert!(!labelled(&scrape(&anonymous).await));
+    assert!(value(&scrape(&anonymous).await, "cms_http_requests_total", &[]) > 0.0, "the rest is served");
 }

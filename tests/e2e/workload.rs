@@ -1,7 +1,8 @@
 //! Workload identity: bearer tokens of a trusted issuer served over HTTP
-//! (discovery and keys), mapped to roles by subject pattern, with every
-//! check failing closed (audience, expiry, issuer, key), and a key rollover
-//! at the issuer accepted while the server runs.
+//! (discovery and keys), mapped to roles by subject pattern segment by
+//! segment, with every check failing closed (audience, expiry, issuer, key,
+//! a `*` that would have to cross a segment), and a key rollover at the
+//! issuer accepted while the server runs.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ async fn workload_tokens_get_their_role_and_every_bad_one_is_401() {
     let old = TestKey::generate("ci-2026-1");
     let issuer = WorkloadIssuer::start(vec![old.clone()]).await;
     let trust = json!([{"issuer": issuer.url(), "audience": AUDIENCE,
-        "subjects": {"repo:acme/*:ref:refs/heads/main": "edit", "repo:acme/*": "view"}}]);
+        "subjects": {"repo:acme/*:ref:refs/heads/main": "edit", "repo:acme/*:ref:refs/heads/*": "view"}}]);
     let server = Server::options().env("CMS_WORKLOAD_ISSUERS", trust.to_string()).start().await;
     let as_token = |token: Option<String>| server.api().with_token(token);
     let url = issuer.url();
@@ -47,6 +48,11 @@ async fn workload_tokens_get_their_role_and_every_bad_one_is_401() {
             "a subject no rule matches",
             token(&old, &url, AUDIENCE, "repo:evil/infra:ref:refs/heads/main", 300),
         ),
+        (
+            "a subject that a `*` would match only across segments",
+            token(&old, &url, AUDIENCE, "repo:acme/x:ref:refs/heads/evil/y:ref:refs/heads/main", 300),
+        ),
+        ("a repository nested deeper", token(&old, &url, AUDIENCE, "repo:acme/a/b:ref:refs/heads/main", 300)),
     ];
     for (what, token) in bad {
         let message = as_token(token).get("/api/v1/tenants").await.expect_error(401, "Unauthorized");

@@ -2,6 +2,7 @@
 //! writes that must keep its caches honest.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,9 +17,10 @@ use crate::api_token::{self, NewToken};
 use crate::error::AuthError;
 use crate::federated::{SsoSetup, Workload, foreign_issuer};
 use crate::identity::{Caller, Credential};
-use crate::jwt::{LoginTokens, SIGNING_KEY_SETTING, SsoClaims};
+use crate::jwt::{LoginTokens, SsoClaims};
 use crate::limits::{LimitOptions, Limits};
 use crate::password;
+use crate::password_checks::PasswordChecks;
 use crate::sso::{SsoOptions, WorkloadTrust};
 use crate::throttle::LoginThrottle;
 
@@ -27,7 +29,9 @@ use crate::throttle::LoginThrottle;
 pub struct AuthOptions {
     /// How long a login token lives.
     pub login_ttl: Duration,
-    /// The login signing key; generated once and kept in the store if absent.
+    /// The login signing key. When absent, a random key lives with the
+    /// authenticator alone, and its tokens do not outlive it: `cms-server`
+    /// passes the key it keeps sealed in the store (`cms_tenancy::login_signing_key`).
     pub signing_key: Option<SecretSlice<u8>>,
     /// How long a user's role or a token record is trusted without reading
     /// the store again. Writes through the authenticator clear it at once.
@@ -42,6 +46,26 @@ pub struct AuthOptions {
     pub transport: Option<Arc<dyn Transport>>,
     /// The watch streams and request rate each identity may have.
     pub limits: LimitOptions,
+    /// How many password checks of logins may run at once; the cores the
+    /// process may use by default.
+    pub login_concurrency: usize,
+    /// How long a login waits for its turn to have its password checked
+    /// before it is refused with [`AuthError::LoginsBusy`].
+    pub login_wait: Duration,
+    /// How many API tokens one user may hold.
+    pub tokens_per_user: usize,
+}
+
+impl AuthOptions {
+    /// 100 tokens.
+    pub const DEFAULT_TOKENS_PER_USER: usize = 100;
+    /// 2 seconds.
+    pub const DEFAULT_LOGIN_WAIT: Duration = Duration::from_secs(2);
+
+    /// The cores the process may use, the default bound on password checks.
+    pub fn default_login_concurrency() -> usize {
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    }
 }
 
 impl std::fmt::Debug for AuthOptions {
@@ -53,6 +77,9 @@ impl std::fmt::Debug for AuthOptions {
             .field("sso", &self.sso)
             .field("workloads", &self.workloads)
             .field("limits", &self.limits)
+            .field("login_concurrency", &self.login_concurrency)
+            .field("login_wait", &self.login_wait)
+            .field("tokens_per_user", &self.tokens_per_user)
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +95,9 @@ impl Default for AuthOptions {
             workloads: Vec::new(),
             transport: None,
             limits: LimitOptions::default(),
+            login_concurrency: AuthOptions::default_login_concurrency(),
+            login_wait: AuthOptions::DEFAULT_LOGIN_WAIT,
+            tokens_per_user: AuthOptions::DEFAULT_TOKENS_PER_USER,
         }
     }
 }
@@ -89,7 +119,14 @@ pub struct Authenticator {
     accounts: Arc<dyn Accounts>,
     pub(crate) tokens: LoginTokens,
     throttle: LoginThrottle,
+    /// The bound on password checks of logins running at once.
+    pub(crate) checks: PasswordChecks,
     limits: Limits,
+    /// How many API tokens one user may hold.
+    tokens_per_user: usize,
+    /// Held while a token is counted and created, so that creates on this
+    /// server cannot pass the cap together.
+    token_creates: tokio::sync::Mutex<()>,
     cache_ttl: Duration,
     roles: Mutex<HashMap<String, (UserRole, Instant)>>,
     /// Login tokens that verified, with their user, expiry and sign-in.
@@ -116,18 +153,12 @@ impl std::fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
-    /// An authenticator on `accounts`, with the signing key from `options`
-    /// or from the store.
+    /// An authenticator on `accounts`, with the signing key from `options`,
+    /// or else a random key of its own.
     pub async fn new(accounts: Arc<dyn Accounts>, options: AuthOptions) -> Result<Authenticator, AuthError> {
         let key = match options.signing_key {
             Some(key) => key,
-            None => {
-                let fresh = hex::encode(crate::random::bytes::<32>()?);
-                let stored = accounts.setting_or_insert(SIGNING_KEY_SETTING.into(), fresh).await?;
-                let bytes = hex::decode(stored)
-                    .map_err(|_| AuthError::Crypto("stored signing key is not hex".into()))?;
-                SecretSlice::from(bytes)
-            }
+            None => SecretSlice::from(crate::random::bytes::<32>()?.to_vec()),
         };
         // The fixed hash for unknown users costs as much as a login; it is
         // made in the background so that it does not delay the start.
@@ -152,7 +183,10 @@ impl Authenticator {
             accounts,
             tokens: LoginTokens::new(&key, options.login_ttl)?,
             throttle: LoginThrottle::default(),
+            checks: PasswordChecks::new(options.login_concurrency, options.login_wait),
             limits: Limits::new(options.limits),
+            tokens_per_user: options.tokens_per_user,
+            token_creates: tokio::sync::Mutex::new(()),
             cache_ttl: options.cache_ttl,
             roles: Mutex::new(HashMap::new()),
             logins: Mutex::new(HashMap::new()),
@@ -168,18 +202,23 @@ impl Authenticator {
         LoginsHeld { _guard: self.setup.clone().write_owned().await }
     }
 
-    /// Exchanges a user name and password for a login token.
+    /// Exchanges a user name and password for a login token. `from` is the
+    /// client's address, which failures are counted by (`throttle.rs`);
+    /// `None` when it is not known. The password is checked within the
+    /// bound on checks at once (`password_checks.rs`), an unknown user's
+    /// against the fixed hash alike.
     pub async fn login(
         &self,
         user: &str,
         password: &SecretString,
+        from: Option<IpAddr>,
     ) -> Result<(String, DateTime<Utc>), AuthError> {
         if !self.password_login {
             return Err(AuthError::NotAllowed(
                 "password login is turned off on this server; sign in with single sign-on".into(),
             ));
         }
-        if let Some(retry_after) = self.throttle.check(user, Instant::now()) {
+        if let Some(retry_after) = self.throttle.check(user, from, Instant::now()) {
             return Err(AuthError::TooManyAttempts { retry_after });
         }
         drop(self.setup.read().await);
@@ -187,12 +226,14 @@ impl Authenticator {
             Ok(()) => self.accounts.user(user.to_string()).await?,
             Err(_) => None,
         };
-        if !password::verify(password, record.map(|r| r.password_hash)).await? {
-            self.throttle.fail(user, Instant::now());
+        let hash = record.map(|r| r.password_hash);
+        let password = password.clone();
+        if !self.checks.run(move || password::check(&password, hash)).await? {
+            self.throttle.fail(user, from, Instant::now());
             tracing::info!(user, "failed login");
             return Err(AuthError::Unauthorized("invalid username or password"));
         }
-        self.throttle.succeed(user);
+        self.throttle.succeed(user, from);
         self.tokens.issue(user)
     }
 
@@ -375,13 +416,21 @@ impl Authenticator {
     }
 
     /// Makes an API token for `user` that lives `hours`. The value is in the
-    /// returned [`NewToken`] and nowhere else.
+    /// returned [`NewToken`] and nowhere else. A user who holds as many
+    /// tokens as one may, expired ones included, gets
+    /// [`AuthError::TooManyTokens`]. Creates on one server are counted one
+    /// at a time; replicas creating for one user at the same moment may
+    /// pass the cap by one each.
     pub async fn create_token(
         &self,
         user: &str,
         name: &str,
         hours: u64,
     ) -> Result<(NewToken, TokenRecord), AuthError> {
+        let _counting = self.token_creates.lock().await;
+        if self.accounts.tokens(user.into()).await?.len() >= self.tokens_per_user {
+            return Err(AuthError::TooManyTokens { user: user.into(), cap: self.tokens_per_user });
+        }
         let token = api_token::generate()?;
         let now = Utc::now();
         let record = TokenRecord {

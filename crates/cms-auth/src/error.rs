@@ -28,9 +28,17 @@ pub enum AuthError {
     /// The caller's role may not do this.
     #[error("role {role} may not {action}")]
     Forbidden { role: &'static str, action: &'static str },
-    /// Too many failed logins for this user; retry after this many seconds.
+    /// Too many failed logins for this user from this address, or from this
+    /// address altogether; retry after this many seconds.
     #[error("too many failed logins; retry in {retry_after} s")]
     TooManyAttempts { retry_after: u64 },
+    /// As many password checks run as the server allows at once, and none
+    /// freed up within a short wait; retry after this many seconds.
+    #[error("too many logins in progress; retry in {retry_after} s")]
+    LoginsBusy { retry_after: u64 },
+    /// The user holds as many API tokens as one user may.
+    #[error("user {user:?} has {cap} API tokens, the most one user may hold; revoke one first")]
+    TooManyTokens { user: String, cap: usize },
     /// An identity is over its request rate; retry after this many seconds.
     #[error(
         "too many requests: at most {rate} per second per identity, in bursts of {burst}; retry in {retry_after} s"

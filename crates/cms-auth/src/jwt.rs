@@ -10,9 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::AuthError;
 
-/// The setting under which a generated signing key is kept in the store.
-pub const SIGNING_KEY_SETTING: &str = "login-signing-key";
-
 pub(crate) const ISSUER: &str = "cms";
 const AUDIENCE: &str = "cms-api";
 const TYPE: &str = "login";

@@ -5,7 +5,10 @@
 //! - [`LoginTokens`]: HS256 login JWTs with a pinned algorithm and a type claim.
 //! - [`api_token`]: API tokens of 256 random bits, kept only as hashes.
 //! - [`Permission`]: the role × action matrix of decisions §3, as data.
-//! - [`LoginThrottle`]: at most 5 failed logins per user per minute.
+//! - [`LoginThrottle`]: failed logins counted per user and address, per
+//!   address and per user, so that a stranger locks out their own address
+//!   rather than the user; `password_checks.rs` bounds how many password
+//!   checks of logins run at once.
 //! - [`Limits`] (`limits.rs`): per identity, the watch streams held open
 //!   ([`WatchSlot`]) and the request rate; their tables and the login
 //!   throttle's are the same sharded, bounded map (`limits/shards.rs`).
@@ -25,6 +28,7 @@ mod identity;
 mod jwt;
 mod limits;
 pub mod password;
+mod password_checks;
 mod permission;
 mod random;
 pub mod sso;
@@ -37,7 +41,7 @@ pub use cms_oidc::pkce_pair;
 pub use error::AuthError;
 pub use federated::SsoLogin;
 pub use identity::{Caller, Credential, Source};
-pub use jwt::{LoginClaims, LoginTokens, SIGNING_KEY_SETTING, SsoClaims};
+pub use jwt::{LoginClaims, LoginTokens, SsoClaims};
 pub use limits::{LimitOptions, Limits, WATCH_RETRY_AFTER, WatchSlot};
 pub use permission::Permission;
 pub use throttle::LoginThrottle;

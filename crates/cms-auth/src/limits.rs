@@ -1,7 +1,7 @@
 //! Limits per identity ([`Limits`]): how many watch streams an identity
 //! may hold open, and how many requests per second it may make. The
 //! identity is the caller's (`identity.rs`): a login's user, an API token,
-//! a workload. Both keep their state in the sharded, bounded table of
+//! a workload; an API token's requests count against its user's rate too. Both keep their state in the sharded, bounded table of
 //! `shards.rs` that the login throttle uses too; `rate.rs` is the request
 //! rate, `watches.rs` the watch slots with their guard.
 
@@ -82,18 +82,26 @@ impl Limits {
     }
 
     /// Counts one request of `caller`; [`AuthError::TooManyRequests`] when
-    /// its identity is over the rate.
+    /// its identity is over the rate. An API token's request counts against
+    /// its user's rate as well as its own, so that a user's logins and
+    /// tokens together are held to one rate, however many tokens it makes.
     pub fn admit(&self, caller: &Caller) -> Result<(), AuthError> {
         self.admit_at(caller, Instant::now())
     }
 
     fn admit_at(&self, caller: &Caller, now: Instant) -> Result<(), AuthError> {
         let Some(rate) = &self.rate else { return Ok(()) };
-        rate.check(IdentityRef::of(caller), now).map_err(|retry_after| AuthError::TooManyRequests {
+        let refused = |retry_after| AuthError::TooManyRequests {
             rate: self.options.requests_per_second,
             burst: self.options.request_burst,
             retry_after,
-        })
+        };
+        // The user first: a request its user may not make is not counted
+        // against the token.
+        if let Some(owner) = IdentityRef::owner(caller) {
+            rate.check(owner, now).map_err(refused)?;
+        }
+        rate.check(IdentityRef::of(caller), now).map_err(refused)
     }
 
     /// A slot for one more watch stream of `caller`, held until dropped;
@@ -153,15 +161,25 @@ mod tests {
     }
 
     #[test]
-    fn a_token_and_its_user_count_apart() {
-        let limits = limits(1, 1, 1);
+    fn a_user_s_tokens_and_logins_share_its_rate_but_hold_watches_apart() {
+        let limits = limits(1, 1, 2);
         let login = Caller::local("alice", UserRole::View, Credential::Login);
-        let token = Caller::local("alice", UserRole::View, Credential::ApiToken { id: "t1".into() });
+        let first = Caller::local("alice", UserRole::View, Credential::ApiToken { id: "t1".into() });
+        let second = Caller::local("alice", UserRole::View, Credential::ApiToken { id: "t2".into() });
         let _slot = limits.open_watch(&login).expect("the login's stream");
-        let _other = limits.open_watch(&token).expect("the token's stream");
+        let _other = limits.open_watch(&first).expect("the token's stream");
         let now = Instant::now();
-        limits.admit_at(&login, now).expect("login");
-        limits.admit_at(&token, now).expect("token");
+        limits.admit_at(&first, now).expect("the first token");
+        limits.admit_at(&second, now).expect("the second token, the user's burst of 2 used up");
+        let refused = limits.admit_at(&first, now).expect_err("the user's burst is spent");
+        assert!(matches!(refused, AuthError::TooManyRequests { retry_after: 1, .. }), "{refused:?}");
+        limits.admit_at(&second, now).expect_err("by either token");
+        limits.admit_at(&login, now).expect_err("and by its login");
+        let bob = Caller::local("bob", UserRole::View, Credential::ApiToken { id: "t3".into() });
+        limits.admit_at(&bob, now).expect("other users go on");
+        let later = now + Duration::from_secs(1);
+        limits.admit_at(&second, later).expect("a second later, one more");
+        limits.admit_at(&first, later).expect_err("one more only, whichever token");
     }
 
     #[test]

@@ -25,21 +25,24 @@ pub async fn hash(field: &str, password: &SecretString) -> Result<String, AuthEr
 /// same time, and answers false.
 pub async fn verify(password: &SecretString, hash: Option<String>) -> Result<bool, AuthError> {
     let password = password.clone();
-    blocking(move || {
-        let known = hash.is_some();
-        let hash = match hash {
-            Some(hash) => hash,
-            None => dummy_hash()?.to_string(),
-        };
-        // A password bcrypt would truncate never matches.
-        if password.expose_secret().len() > cms_model::MAX_PASSWORD_BYTES {
-            let _ = bcrypt::verify(b"", &hash);
-            return Ok(false);
-        }
-        let matches = bcrypt::verify(password.expose_secret(), &hash).unwrap_or(false);
-        Ok(known && matches)
-    })
-    .await
+    blocking(move || check(&password, hash)).await
+}
+
+/// [`verify`] on the calling thread, which it blocks for the check's whole
+/// cost: for callers that bound how many run at once.
+pub(crate) fn check(password: &SecretString, hash: Option<String>) -> Result<bool, AuthError> {
+    let known = hash.is_some();
+    let hash = match hash {
+        Some(hash) => hash,
+        None => dummy_hash()?.to_string(),
+    };
+    // A password bcrypt would truncate never matches.
+    if password.expose_secret().len() > cms_model::MAX_PASSWORD_BYTES {
+        let _ = bcrypt::verify(b"", &hash);
+        return Ok(false);
+    }
+    let matches = bcrypt::verify(password.expose_secret(), &hash).unwrap_or(false);
+    Ok(known && matches)
 }
 
 /// A hash of a random password, made once, for unknown users.

@@ -62,8 +62,9 @@ pub struct WorkloadTrust {
     pub audience: String,
     /// Where the issuer's keys are, for issuers without a discovery document.
     pub jwks_url: Option<String>,
-    /// Subject patterns (`*` matches any run of characters) and the role
-    /// each grants; the highest of those that match wins.
+    /// Subject patterns (`*` matches any run of characters within one
+    /// segment between `:` and `/`) and the role each grants; the highest
+    /// of those that match wins.
     pub subjects: Vec<(String, UserRole)>,
 }
 
@@ -86,9 +87,29 @@ fn rank(role: &UserRole) -> u8 {
     }
 }
 
-/// Whether `text` matches `pattern`, where `*` stands for any run of
-/// characters (none included) and everything else for itself.
+/// The characters that split a subject into segments, which `*` never
+/// crosses: `repo:acme/*:ref:refs/heads/main` names one repository, not
+/// `acme/a/b` nor a subject that repeats `:ref:` further on.
+const SEPARATORS: [char; 2] = [':', '/'];
+
+/// Whether `text` matches `pattern` segment by segment: both split at `:`
+/// and `/` into as many segments, with the same separators in the same
+/// places, and each segment of `text` matches its pattern's, where `*`
+/// stands for any run of characters within the segment (none included)
+/// and everything else for itself.
 pub fn pattern_matches(pattern: &str, text: &str) -> bool {
+    let separators = |s: &str| s.chars().filter(|c| SEPARATORS.contains(c)).collect::<Vec<char>>();
+    if separators(pattern) != separators(text) {
+        return false;
+    }
+    pattern
+        .split(SEPARATORS)
+        .zip(text.split(SEPARATORS))
+        .all(|(pattern, text)| segment_matches(pattern, text))
+}
+
+/// Whether one segment, which holds no separator, matches its pattern.
+fn segment_matches(pattern: &str, text: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = text.strip_prefix(first) else { return false };
@@ -145,6 +166,26 @@ mod tests {
             ("ab*ba", "aba", false),
             ("", "", true),
             ("", "x", false),
+            // `*` stays within its segment.
+            (
+                "repo:acme/*:ref:refs/heads/main",
+                "repo:acme/x:ref:refs/heads/evil/y:ref:refs/heads/main",
+                false,
+            ),
+            ("repo:acme/*:ref:refs/heads/main", "repo:acme/a/b:ref:refs/heads/main", false),
+            ("repo:acme/*:ref:refs/heads/main", "repo:acme/a:b:ref:refs/heads/main", false),
+            ("repo:acme/*:ref:refs/heads/main", "repo:acme/:ref:refs/heads/main", true),
+            ("repo:acme/infra:*", "repo:acme/infra:ref:refs/heads/main", false),
+            ("repo:acme/infra:ref:refs/heads/*", "repo:acme/infra:ref:refs/heads/main", true),
+            ("repo:acme/infra:ref:refs/heads/*", "repo:acme/infra:ref:refs/heads/feature/x", false),
+            ("repo:acme/infra:environment:*", "repo:acme/infra:environment:prod", true),
+            ("repo:acme/*-infra:*:*", "repo:acme/web-infra:environment:prod", true),
+            ("repo:acme/*-infra:*:*", "repo:acme/web-infra:environment:prod:x", false),
+            ("*", "a:b", false),
+            ("*:*", "a:b", true),
+            ("*:*", "a/b", false),
+            ("system:serviceaccount:ci:*", "system:serviceaccount:ci:deployer", true),
+            ("system:serviceaccount:ci:*", "system:serviceaccount:ci:x:y", false),
         ];
         for (pattern, text, expected) in cases {
             assert_eq!(pattern_matches(pattern, text), expected, "{pattern:?} against {text:?}");

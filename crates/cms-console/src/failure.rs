@@ -84,6 +84,7 @@ impl From<StoreError> for Failure {
             | StoreError::LeaseLost { .. } => Failure::new(StatusCode::CONFLICT, err.to_string()),
             StoreError::Gone { .. } => Failure::new(StatusCode::GONE, err.to_string()),
             StoreError::Future { .. } => Failure::new(StatusCode::BAD_REQUEST, err.to_string()),
+            StoreError::Invalid { .. } => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, err.to_string()),
             StoreError::Unavailable(_) => Failure::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string()),
             StoreError::Corrupt(_) | StoreError::Database(_) => Failure::internal(&err),
         }
@@ -124,10 +125,12 @@ impl From<AuthError> for Failure {
                 Failure::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
             }
             AuthError::TooManyAttempts { .. }
+            | AuthError::LoginsBusy { .. }
             | AuthError::TooManyRequests { .. }
             | AuthError::TooManyWatches { .. } => {
                 Failure::new(StatusCode::TOO_MANY_REQUESTS, err.to_string())
             }
+            AuthError::TooManyTokens { .. } => Failure::new(StatusCode::CONFLICT, err.to_string()),
             AuthError::Invalid(field) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, field.to_string()),
             AuthError::Store(store) => store.into(),
             AuthError::Crypto(_) => Failure::internal(&err),
@@ -148,6 +151,8 @@ mod tests {
         check(TenancyError::NotReady("no endpoint".into()).into(), 503);
         check(AuthError::Forbidden { role: "view", action: "delete tenants" }.into(), 403);
         check(AuthError::TooManyAttempts { retry_after: 9 }.into(), 429);
+        check(AuthError::LoginsBusy { retry_after: 1 }.into(), 429);
+        check(AuthError::TooManyTokens { user: "a".into(), cap: 100 }.into(), 409);
         let internal = Failure::from(StoreError::Corrupt("select * from secrets".into()));
         assert_eq!(internal.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!internal.message.contains("secrets"), "internals stay in the log");

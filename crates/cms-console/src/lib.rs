@@ -106,6 +106,12 @@ impl fmt::Debug for Body {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoginAttempt(pub String);
 
+/// In a request's extensions: the address of the client, as the connection's
+/// peer. A sign-in's failures are counted by it; without it, every
+/// sign-in counts as from one unknown address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub std::net::IpAddr);
+
 /// In an answer's extensions: this answer to a `GET` is recorded on the
 /// audit log as a mutation is. It marks the end of a sign-in at the
 /// identity provider, which is a navigation and so a `GET`.

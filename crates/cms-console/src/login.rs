@@ -13,7 +13,7 @@ use crate::failure::Failure;
 use crate::form::Form;
 use crate::reply::{self, Outcome, Refused};
 use crate::session::{self, safe_next};
-use crate::{Console, LoginAttempt, Request, Response, csrf, layout};
+use crate::{Console, LoginAttempt, PeerAddr, Request, Response, csrf, layout};
 
 /// `GET /login`: the form, or straight to `next` when already signed in.
 pub(crate) async fn page(console: &Console, request: &Request) -> Outcome {
@@ -34,7 +34,8 @@ pub(crate) async fn submit(console: &Console, request: &Request) -> Outcome {
     let user = form.get("username").trim();
     let next = safe_next(form.get("next"));
     let password = SecretString::from(form.get("password"));
-    let mut response = match console.auth.login(user, &password).await {
+    let from = request.extensions().get::<PeerAddr>().map(|PeerAddr(ip)| *ip);
+    let mut response = match console.auth.login(user, &password, from).await {
         Ok((token, _expires)) => {
             let mut response = reply::redirect(next);
             let cookie = HeaderValue::from_str(&session::set_cookie(console, &token))
@@ -46,18 +47,24 @@ pub(crate) async fn submit(console: &Console, request: &Request) -> Outcome {
             form_page(console, StatusCode::UNAUTHORIZED, next, user, Some("Invalid user name or password."))
         }
         Err(AuthError::TooManyAttempts { retry_after }) => {
-            let message = format!(
-                "Too many failed sign-ins for this user. Try again in {retry_after} second{}.",
-                if retry_after == 1 { "" } else { "s" }
-            );
-            let mut response = form_page(console, StatusCode::TOO_MANY_REQUESTS, next, user, Some(&message));
-            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(retry_after));
-            response
+            refused_for_now(console, next, user, "Too many failed sign-ins.", retry_after)
+        }
+        Err(AuthError::LoginsBusy { retry_after }) => {
+            refused_for_now(console, next, user, "Too many sign-ins are in progress.", retry_after)
         }
         Err(err) => Failure::from(err).page(None),
     };
     response.extensions_mut().insert(LoginAttempt(user.to_string()));
     Ok(response)
+}
+
+/// The form again with `429`, saying why and when to try again.
+fn refused_for_now(console: &Console, next: &str, user: &str, why: &str, retry_after: u64) -> Response {
+    let plural = if retry_after == 1 { "" } else { "s" };
+    let message = format!("{why} Try again in {retry_after} second{plural}.");
+    let mut response = form_page(console, StatusCode::TOO_MANY_REQUESTS, next, user, Some(&message));
+    response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(retry_after));
+    response
 }
 
 /// `POST /logout`: clears the cookie and goes to the sign-in page. A

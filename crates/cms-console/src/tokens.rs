@@ -10,9 +10,16 @@
 //!   nowhere, and pages are `Cache-Control: no-store`. `console.js` adds a
 //!   Copy button beside it.
 //! - `POST /tokens/{name}/revoke`: `Authenticator::revoke_token`.
+//!
+//! Every one of them first makes the API's check,
+//! `Caller::require_self_or_admin` for the signed-in user's name: tokens
+//! belong to local users, so a caller from elsewhere (single sign-on, a
+//! workload) that bears a local user's name gets `403` and no token of
+//! that user, unless its role may manage users (as an admin may through the
+//! API).
 
 use chrono::{DateTime, Utc};
-use cms_auth::Permission;
+use cms_auth::{Permission, Source};
 use cms_model::{ApiTokenSpec, FieldError, validate_name};
 use cms_store::TokenRecord;
 use http::StatusCode;
@@ -21,7 +28,7 @@ use maud::{Markup, html};
 use crate::failure::Failure;
 use crate::field::{Field, Refusal, form_error};
 use crate::form::Form;
-use crate::reply::{self, Outcome};
+use crate::reply::{self, Outcome, Refused};
 use crate::session::{self, Session};
 use crate::{Console, Request, layout};
 
@@ -54,7 +61,7 @@ enum Notice {
 /// The tokens page.
 pub(crate) async fn page(console: &Console, request: &Request) -> Outcome {
     let session = session::require(console, request).await?;
-    session.require(Permission::OwnTokens)?;
+    require_owner(&session)?;
     let values = Form::of(&[(EXPIRES_IN.name, DEFAULT_EXPIRES_IN)]);
     render(console, &session, StatusCode::OK, &values, &Notice::None).await
 }
@@ -65,6 +72,7 @@ pub(crate) async fn create(console: &Console, request: &Request) -> Outcome {
     let name = Form::posted(request).map(|form| form.get(NAME.name).trim().to_string()).unwrap_or_default();
     let outcome = async {
         let (session, form) = session::posted(console, request, Permission::OwnTokens).await?;
+        require_owner(&session)?;
         let (status, notice) = match create_token(console, &session, &form, &name).await {
             Ok(notice) => (StatusCode::CREATED, notice),
             Err(Refusal::Field(status, field)) => (status, Notice::Refused(field)),
@@ -100,10 +108,19 @@ async fn create_token(
 /// `POST /tokens/{name}/revoke`: revokes the signed-in user's token `name`.
 pub(crate) async fn revoke(console: &Console, request: &Request, name: &str) -> Outcome {
     let (session, _) = session::posted(console, request, Permission::OwnTokens).await?;
+    require_owner(&session)?;
     let user = &session.caller.user;
     console.auth.revoke_token(user, name).await.map_err(|err| Failure::from(err).page(Some(&session)))?;
     tracing::info!(user = %user, token = name, "revoked an API token");
     Ok(session.mark(reply::redirect("/tokens")))
+}
+
+/// Fails, as a `403` page, unless the signed-in caller may manage the
+/// tokens of the local user of its name: the API's check for
+/// `/api/v1/users/{name}/tokens`.
+fn require_owner(session: &Session) -> Result<(), Refused> {
+    let caller = &session.caller;
+    caller.require_self_or_admin(&caller.user).map_err(|err| Failure::from(err).page(Some(session)).into())
 }
 
 /// The page, with `values` in the create form and `notice` shown.
@@ -122,9 +139,16 @@ async fn render(
         .map_err(|err| Failure::from(err).page(Some(session)))?;
     let content = html! {
         h1 { "API tokens" }
-        p {
-            "Your tokens. A token acts as " strong { (session.caller.user) } ", with your role, until it expires "
-            "or is revoked. Send it as " code { "Authorization: Bearer <token>" } "."
+        @if session.caller.source == Source::Local {
+            p {
+                "Your tokens. A token acts as " strong { (session.caller.user) } ", with your role, until it "
+                "expires or is revoked. Send it as " code { "Authorization: Bearer <token>" } "."
+            }
+        } @else {
+            p #tokens-of-local-user {
+                "The tokens of the local user " strong { (session.caller.user) } ", which you manage as an "
+                "admin: a token acts as that user, with that user's role, until it expires or is revoked."
+            }
         }
         @if let Notice::Created { name, value, expires_at } = notice {
             (created(name, value, *expires_at))

@@ -11,6 +11,13 @@
 //! built from the request line and what handlers note in the request's
 //! extensions, never from a body, so no password, token or secret can reach
 //! it. A failure to write it is logged and does not fail the request.
+//!
+//! The log keeps a bounded number of records, so requests anyone can send
+//! in any number must not push out the records that matter: a record of
+//! nobody ([`Kept::Anonymous`]: no valid credential and no known user name,
+//! such as an unauthenticated call, a path no route serves, a login as a
+//! user that does not exist, or a throttled login) is counted by
+//! [`ANONYMOUS_REQUESTS`] and not written.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Extensions, ServiceRequest, ServiceResponse};
@@ -20,10 +27,14 @@ use actix_web::{HttpMessage, HttpRequest, web};
 use chrono::{DateTime, Utc};
 use cms_auth::{Caller, Credential, Source};
 use cms_model::{ANONYMOUS, AuditEntry, AuditOutcome, AuditTarget};
+use metrics::counter;
 
 use crate::API_PREFIX;
 use crate::request_id::RequestId;
 use crate::state::AppState;
+
+/// The counter of the records not kept because they name nobody, by status.
+pub(crate) const ANONYMOUS_REQUESTS: &str = "cms_audit_anonymous_total";
 
 /// The longest name recorded, in bytes; names are at most 63, but a
 /// failed create or login may carry anything.
@@ -85,7 +96,7 @@ pub(crate) async fn record(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let audit = req.app_data::<web::Data<AppState>>().map(|state| state.audit.clone());
+    let state = req.app_data::<web::Data<AppState>>().cloned();
     if !mutating(req.method()) {
         let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
         if let Ok(response) = &result {
@@ -95,7 +106,7 @@ pub(crate) async fn record(
                 line.route = request.match_pattern();
                 let status = response.status().as_u16();
                 let record = entry(line, Some(&request.extensions()), status, Utc::now());
-                write(audit, record).await;
+                write(state, record).await;
             }
         }
         return result;
@@ -113,22 +124,73 @@ pub(crate) async fn record(
         // No inner service answered, so nothing noted who asked.
         Err(err) => entry(line, None, err.as_response_error().status_code().as_u16(), Utc::now()),
     };
-    write(audit, entry).await;
+    write(state, entry).await;
     result
 }
 
-/// Writes `entry` to the audit log; a failure is logged only.
-async fn write(audit: Option<std::sync::Arc<dyn cms_store::Audit>>, entry: AuditEntry) {
-    match audit {
-        None => {
-            tracing::warn!(path = entry.path, "no audit log in the application state: request not recorded")
-        }
-        Some(audit) => {
-            let request_id = entry.request_id.clone();
-            if let Err(err) = audit.record(entry).await {
-                tracing::warn!(request_id, error = %err, "could not write the audit record");
-            }
-        }
+/// Writes `entry` to the audit log when it is kept, else counts it; a
+/// failure to write is logged only.
+async fn write(state: Option<web::Data<AppState>>, entry: AuditEntry) {
+    let Some(state) = state else {
+        tracing::warn!(path = entry.path, "no audit log in the application state: request not recorded");
+        return;
+    };
+    if kept(&state, &entry).await == Kept::Anonymous {
+        counter!(ANONYMOUS_REQUESTS, "status" => entry.status.to_string()).increment(1);
+        return;
+    }
+    let request_id = entry.request_id.clone();
+    if let Err(err) = state.audit.record(entry).await {
+        tracing::warn!(request_id, error = %err, "could not write the audit record");
+    }
+}
+
+/// Whether a record goes on the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// It names a caller, or a login of a user that exists: on the log.
+    Named,
+    /// It names nobody anyone could not make up: counted only.
+    Anonymous,
+}
+
+/// Whether `entry` is kept: an authenticated caller's record always (its
+/// requests count against its own rate); a login attempt's when it
+/// succeeded, or failed for a user of this server without being throttled
+/// (the throttle bounds those to a few a minute per user); nothing else.
+async fn kept(state: &AppState, entry: &AuditEntry) -> Kept {
+    match who(entry) {
+        Who::Caller => Kept::Named,
+        Who::Anonymous => Kept::Anonymous,
+        Who::Login { .. } if entry.status < 400 => Kept::Named,
+        Who::Login { .. } if entry.status == 429 => Kept::Anonymous,
+        Who::Login { user } => match state.auth.accounts().user(user.to_string()).await {
+            Ok(Some(_)) => Kept::Named,
+            Ok(None) => Kept::Anonymous,
+            // Unsure, the record is kept.
+            Err(_) => Kept::Named,
+        },
+    }
+}
+
+/// Whom a record names.
+#[derive(Debug, PartialEq, Eq)]
+enum Who<'a> {
+    /// The caller the guard or the console identified.
+    Caller,
+    /// The user name a login attempted, unauthenticated.
+    Login { user: &'a str },
+    /// Nobody.
+    Anonymous,
+}
+
+/// Whom `entry` names: a caller has a role; a login attempt names a local
+/// user without one; anonymous records have no identity at all.
+fn who(entry: &AuditEntry) -> Who<'_> {
+    match (entry.actor_role, entry.actor_source.as_deref()) {
+        (Some(_), _) => Who::Caller,
+        (None, Some(_)) => Who::Login { user: &entry.actor },
+        (None, None) => Who::Anonymous,
     }
 }
 

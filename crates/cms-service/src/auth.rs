@@ -4,7 +4,7 @@
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::AUTHORIZATION;
+use actix_web::http::header::{AUTHORIZATION, HeaderMap};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, web};
 use cms_auth::{Caller, Credential, Permission};
@@ -44,7 +44,7 @@ async fn authorize(req: &ServiceRequest, permission: Permission) -> Result<(), A
     let state = req
         .app_data::<web::Data<AppState>>()
         .ok_or_else(|| ApiError::Internal("application state is missing".into()))?;
-    let caller = authenticate(req, state).await?;
+    let caller = authenticate(req.headers(), state).await?;
     // Without authentication there is no identity to count against.
     let admitted = match state.options.insecure_disable_auth {
         true => Ok(()),
@@ -56,11 +56,13 @@ async fn authorize(req: &ServiceRequest, permission: Permission) -> Result<(), A
     Ok(allowed?)
 }
 
-async fn authenticate(req: &ServiceRequest, state: &AppState) -> Result<Caller, ApiError> {
+/// The caller the `Authorization` header of `headers` names: `Bearer
+/// <token>`, or 401.
+pub(crate) async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Caller, ApiError> {
     if state.options.insecure_disable_auth {
         return Ok(Caller::local("anonymous", UserRole::Admin, Credential::Login));
     }
-    let header = req.headers().get(AUTHORIZATION).ok_or_else(|| unauthorized("missing bearer token"))?;
+    let header = headers.get(AUTHORIZATION).ok_or_else(|| unauthorized("missing bearer token"))?;
     let token = header
         .to_str()
         .ok()

@@ -16,7 +16,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use cms_auth::Caller;
-use cms_console::{Body, CreatedName, LoginAttempt, Recorded, http};
+use cms_console::{Body, CreatedName, LoginAttempt, PeerAddr, Recorded, http};
 use futures_util::StreamExt;
 
 use crate::state::AppState;
@@ -50,7 +50,8 @@ async fn forward(req: HttpRequest, payload: web::Payload, state: web::Data<AppSt
     answer(&req, response)
 }
 
-/// The request in the `http` crate's types.
+/// The request in the `http` crate's types, with the connection's peer
+/// address, which sign-ins count their failures by.
 fn translate(req: &HttpRequest, body: web::Bytes) -> Option<cms_console::Request> {
     let mut request = http::Request::new(body);
     *request.method_mut() = http::Method::from_bytes(req.method().as_str().as_bytes()).ok()?;
@@ -59,6 +60,9 @@ fn translate(req: &HttpRequest, body: web::Bytes) -> Option<cms_console::Request
     for (name, value) in req.headers() {
         let name = http::HeaderName::from_bytes(name.as_str().as_bytes()).ok()?;
         headers.append(name, http::HeaderValue::from_bytes(value.as_bytes()).ok()?);
+    }
+    if let Some(peer) = req.peer_addr() {
+        request.extensions_mut().insert(PeerAddr(peer.ip()));
     }
     Some(request)
 }

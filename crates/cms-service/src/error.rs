@@ -155,6 +155,7 @@ impl From<StoreError> for ApiError {
             | StoreError::LeaseLost { .. } => ApiError::Conflict(err.to_string()),
             StoreError::Gone { .. } => ApiError::Gone(err.to_string()),
             StoreError::Future { .. } => ApiError::BadRequest(err.to_string()),
+            StoreError::Invalid { .. } => ApiError::Invalid(err.to_string()),
             StoreError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
             StoreError::Corrupt(_) | StoreError::Database(_) => ApiError::internal(&err),
         }
@@ -171,10 +172,12 @@ impl From<AuthError> for ApiError {
             AuthError::SsoNotConfigured => ApiError::NotFound(err.to_string()),
             AuthError::ProviderUnavailable(_) => ApiError::Unavailable(err.to_string()),
             AuthError::TooManyAttempts { retry_after }
+            | AuthError::LoginsBusy { retry_after }
             | AuthError::TooManyRequests { retry_after, .. }
             | AuthError::TooManyWatches { retry_after, .. } => {
                 ApiError::TooManyRequests { message: err.to_string(), retry_after }
             }
+            AuthError::TooManyTokens { .. } => ApiError::Conflict(err.to_string()),
             AuthError::Invalid(field) => field.into(),
             AuthError::Store(store) => store.into(),
             AuthError::Crypto(_) => ApiError::internal(&err),
@@ -319,6 +322,8 @@ mod tests {
         check(StoreError::LeaseLost { name: "tenant/a".into(), epoch: 2 }, 409, "Conflict");
         check(StoreError::Gone { requested: 1, compacted: 5 }, 410, "Gone");
         check(StoreError::Future { requested: 9, current: 5 }, 400, "BadRequest");
+        let over = StoreError::Invalid { field: "spec.count".into(), message: "over the limit".into() };
+        check(over, 422, "Invalid");
         check(StoreError::Corrupt("row 3".into()), 500, "Internal");
     }
 

@@ -14,7 +14,9 @@ use crate::reply;
 use crate::state::AppState;
 
 /// 200 with `{token, expiresAt}`; 401 for wrong credentials, whether or not
-/// the user exists; 429 with `Retry-After` after too many failures.
+/// the user exists; 429 with `Retry-After` after too many failures from the
+/// client's address (the connection's peer; no forwarding header is
+/// trusted), or while as many password checks run as the server allows.
 pub(crate) async fn login(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -23,7 +25,8 @@ pub(crate) async fn login(
     let request: LoginRequest = body.parse()?;
     crate::audit::note_login(&req, &request.username);
     let password = SecretString::from(request.password);
-    let (token, expires_at) = state.auth.login(&request.username, &password).await?;
+    let from = req.peer_addr().map(|peer| peer.ip());
+    let (token, expires_at) = state.auth.login(&request.username, &password, from).await?;
     reply::serialized(StatusCode::OK, &LoginResponse { token, expires_at })
 }
 

@@ -7,20 +7,27 @@
 //! Labels never carry paths, only route patterns, so the number of series
 //! stays bounded whatever the clients send. The one label with tenant names
 //! is the age of each tenant's newest backup, which only tenants with a
-//! backup have.
+//! backup have: series with a `tenant` label are served to authenticated
+//! callers, or to anyone when `ServiceOptions::metrics_tenant_labels` is
+//! set, and left out for anonymous ones.
 
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use actix_web::HttpResponse;
 use actix_web::body::BoxBody;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
+use actix_web::http::header::AUTHORIZATION;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
 use actix_web::middleware::Next;
+use actix_web::{HttpRequest, HttpResponse, web};
+use cms_auth::Permission;
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Histogram buckets for request latencies, in seconds.
 const REQUEST_BUCKETS: [f64; 14] =
@@ -73,6 +80,10 @@ fn describe() {
         "Time to the response head, by route pattern and method."
     );
     describe_gauge!(WATCHERS, "Watch (SSE) streams open now.");
+    describe_counter!(
+        crate::audit::ANONYMOUS_REQUESTS,
+        "Requests that named nobody (no valid credential, no known user name), by status: counted here, not kept on the audit log."
+    );
     describe_histogram!(
         cms_store::BATCH_SIZE,
         "Writes and audit records committed together by one transaction of the store's writer."
@@ -109,11 +120,76 @@ fn describe() {
     );
 }
 
-/// `GET /metrics`.
-pub(crate) async fn render() -> HttpResponse {
-    HttpResponse::Ok()
+/// The label that carries tenant names.
+const TENANT_LABEL: &str = "tenant";
+
+/// `GET /metrics`: every series for a caller with a valid bearer token or
+/// when the setting allows it; for anonymous callers, the series without a
+/// `tenant` label. An invalid token is 401, as on any route.
+pub(crate) async fn render(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let text = handle().render();
+    let text = match tenant_names_shown(&req, &state).await? {
+        true => text,
+        false => without_tenant_series(&text),
+    };
+    Ok(HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8")))
-        .body(handle().render())
+        .body(text))
+}
+
+/// Whether the caller of `req` sees tenant names: the setting says so, or
+/// it sent a bearer token that authenticates a caller who may read tenants
+/// (every role may).
+async fn tenant_names_shown(req: &HttpRequest, state: &AppState) -> Result<bool, ApiError> {
+    if state.options.metrics_tenant_labels || state.options.insecure_disable_auth {
+        return Ok(true);
+    }
+    if !req.headers().contains_key(AUTHORIZATION) {
+        return Ok(false);
+    }
+    let caller = crate::auth::authenticate(req.headers(), state).await?;
+    caller.require(Permission::Read)?;
+    Ok(true)
+}
+
+/// `text`, in the Prometheus text format, without the samples that have a
+/// `tenant` label; comments stay.
+fn without_tenant_series(text: &str) -> String {
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines().filter(|line| line.starts_with('#') || !has_label(line, TENANT_LABEL)) {
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
+}
+
+/// Whether the sample `line` (`name{a="x",b="y"} 1`) has the label `wanted`.
+/// Values are skipped as the format quotes them (`\"` and `\\` inside), so
+/// a value that reads like a label is not taken for one.
+fn has_label(line: &str, wanted: &str) -> bool {
+    let Some((_, mut rest)) = line.split_once('{') else { return false };
+    loop {
+        rest = rest.trim_start_matches([',', ' ']);
+        let Some((name, value)) = rest.split_once("=\"") else { return false };
+        if name.trim() == wanted {
+            return true;
+        }
+        let mut chars = value.char_indices();
+        let end = loop {
+            match chars.next() {
+                Some((_, '\\')) => {
+                    chars.next();
+                }
+                Some((at, '"')) => break at,
+                Some(_) => {}
+                None => return false,
+            }
+        };
+        rest = &value[end + 1..];
+        if rest.starts_with('}') {
+            return false;
+        }
+    }
 }
 
 /// Counts and times one request. The route is read once the router has
@@ -183,5 +259,19 @@ mod tests {
         assert_eq!(route_label("/api/v1/tenants/{name}/machines/{id}"), "/api/v1/tenants/:name/machines/:id");
         assert_eq!(method_label(&Method::from_bytes(b"BREW").unwrap()), "other");
         assert_eq!(method_label(&Method::PUT), "PUT");
+    }
+
+    #[test]
+    fn tenant_series_are_found_by_their_label_name() {
+        let check =
+            |line: &str, expected: bool| assert_eq!(has_label(line, TENANT_LABEL), expected, "{line}");
+        check(r#"cms_backup_newest_age_seconds{tenant="acme"} 5"#, true);
+        check(r#"some_series{kind="a",tenant="acme"} 1"#, true);
+        check(r#"some_series{kind="a, tenant=\"acme\"",other="\\"} 1"#, false);
+        check(r#"some_series{tenants="acme"} 1"#, false);
+        check("cms_watch_streams 0", false);
+        check(r#"cms_http_requests_total{route="/api/v1/tenants/:name",method="GET",status="200"} 3"#, false);
+        let text = "# HELP a A.\n# TYPE a gauge\na{tenant=\"acme\"} 1\nb{route=\"/\"} 2\n";
+        assert_eq!(without_tenant_series(text), "# HELP a A.\n# TYPE a gauge\nb{route=\"/\"} 2\n");
     }
 }

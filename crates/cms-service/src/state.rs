@@ -37,6 +37,10 @@ pub struct ServiceOptions {
     /// The URL browsers reach the server at; the console's sign-in at the
     /// identity provider returns under it. The request's `Host` when unset.
     pub public_url: Option<String>,
+    /// Serves the `/metrics` series that carry tenant names (a `tenant`
+    /// label) to anonymous callers too. Off by default: they are served to
+    /// callers with a valid bearer token only.
+    pub metrics_tenant_labels: bool,
 }
 
 impl ServiceOptions {
@@ -57,6 +61,7 @@ impl Default for ServiceOptions {
             insecure_disable_auth: false,
             secure_cookies: false,
             public_url: None,
+            metrics_tenant_labels: false,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Who a limit counts against: the user name of a login (local and single
 //! sign-on users apart, since a user from elsewhere that bears a local
 //! user's name is not that user), the id of an API token, the issuer and
-//! subject of a workload. [`IdentityRef`] borrows them from a [`Caller`];
+//! subject of a workload; an API token's request rate counts against its
+//! user's too ([`IdentityRef::owner`]). [`IdentityRef`] borrows them from a [`Caller`];
 //! [`Identity`] owns them, as the tables' keys.
 
 use std::hash::{Hash, Hasher};
@@ -31,6 +32,16 @@ impl<'a> IdentityRef<'a> {
             (_, Source::Workload { issuer, subject }) => IdentityRef::Workload { issuer, subject },
             (_, Source::Sso { .. }) => IdentityRef::Sso(&caller.user),
             (_, Source::Local) => IdentityRef::User(&caller.user),
+        }
+    }
+
+    /// The identity of the user that owns `caller`'s credential, when that
+    /// is not the caller's own identity: an API token's user, whose logins
+    /// and other tokens share its request rate.
+    pub(crate) fn owner(caller: &'a Caller) -> Option<IdentityRef<'a>> {
+        match (&caller.credential, &caller.source) {
+            (Credential::ApiToken { .. }, Source::Local) => Some(IdentityRef::User(&caller.user)),
+            _ => None,
         }
     }
 
@@ -104,5 +115,9 @@ mod tests {
             IdentityRef::Workload { issuer: "https://ci", subject: "repo:x" }
         );
         assert_eq!(IdentityRef::of(&workload).to_owned().as_ref(), IdentityRef::of(&workload));
+        assert_eq!(IdentityRef::owner(&token), Some(IdentityRef::User("alice")), "a token's user");
+        for caller in [&local, &sso, &workload] {
+            assert_eq!(IdentityRef::owner(caller), None, "{caller:?} is its own owner");
+        }
     }
 }

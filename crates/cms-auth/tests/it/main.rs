@@ -1,5 +1,6 @@
 //! The authenticator over a real SQLite store.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,8 @@ async fn bootstrap_creates_one_admin_once() {
     let s = setup().await;
     let generated = bootstrap_admin(&s.auth, None).await.expect("bootstrap").expect("a generated password");
     assert!(bootstrap_admin(&s.auth, None).await.expect("again").is_none());
-    let (token, _) = s.auth.login("admin", &generated).await.expect("login with the generated password");
+    let (token, _) =
+        s.auth.login("admin", &generated, None).await.expect("login with the generated password");
     let caller = s.auth.authenticate(&token).await.expect("authenticate");
     assert_eq!((caller.user.as_str(), caller.role), ("admin", UserRole::Admin));
     let stored = s.store.user("admin".into()).await.unwrap().unwrap();
@@ -48,7 +50,7 @@ async fn a_login_waits_for_the_first_admin_being_created() {
     let held = s.auth.hold_logins().await;
     let login = tokio::spawn({
         let s = s.clone();
-        async move { s.auth.login("admin", &secret("first-password")).await }
+        async move { s.auth.login("admin", &secret("first-password"), None).await }
     });
     let first = FirstAdmin::prepare(Some(secret("first-password"))).await.expect("hash");
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -65,7 +67,7 @@ async fn role_changes_and_deletion_apply_to_the_next_request() {
     let s = setup().await;
     bootstrap_admin(&s.auth, Some(secret("admin-password"))).await.unwrap();
     s.auth.create_user("dev", UserRole::Edit, &secret("dev-password")).await.unwrap();
-    let (token, _) = s.auth.login("dev", &secret("dev-password")).await.unwrap();
+    let (token, _) = s.auth.login("dev", &secret("dev-password"), None).await.unwrap();
     let caller = s.auth.authenticate(&token).await.unwrap();
     assert!(caller.require(Permission::Write).is_ok());
     s.auth.update_user("dev", UserRole::View, None, None).await.unwrap();
@@ -115,20 +117,50 @@ async fn api_tokens_work_until_revoked_or_expired() {
     assert!(matches!(s.auth.authenticate(&forged).await, Err(AuthError::Unauthorized("token expired"))));
 }
 
+const STRANGER: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)));
+const HOME: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10)));
+
 #[tokio::test]
-async fn repeated_failures_are_throttled_per_user() {
+async fn a_stranger_s_failures_lock_out_the_stranger_not_the_user() {
     let s = setup().await;
     s.auth.create_user("alice", UserRole::View, &secret("alice-password")).await.unwrap();
     s.auth.create_user("bob", UserRole::View, &secret("bob-password")).await.unwrap();
     for _ in 0..5 {
-        let failed = s.auth.login("alice", &secret("wrong-password")).await;
+        let failed = s.auth.login("alice", &secret("wrong-password"), STRANGER).await;
         assert!(matches!(failed, Err(AuthError::Unauthorized("invalid username or password"))));
     }
-    let throttled = s.auth.login("alice", &secret("alice-password")).await;
+    let throttled = s.auth.login("alice", &secret("alice-password"), STRANGER).await;
     assert!(
-        matches!(throttled, Err(AuthError::TooManyAttempts { retry_after }) if retry_after > 0 && retry_after <= 60)
+        matches!(throttled, Err(AuthError::TooManyAttempts { retry_after }) if retry_after > 0 && retry_after <= 60),
+        "the stranger's address is throttled, even with the right password: {throttled:?}"
     );
-    assert!(s.auth.login("bob", &secret("bob-password")).await.is_ok(), "others still log in");
+    s.auth.login("alice", &secret("alice-password"), HOME).await.expect("alice still logs in from home");
+    s.auth.login("bob", &secret("bob-password"), STRANGER).await.expect("others still log in from there");
+    s.auth.login("bob", &secret("bob-password"), None).await.expect("and from an unknown address");
+}
+
+#[tokio::test]
+async fn api_tokens_per_user_are_capped() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("cms.db").display());
+    let store = SqlStore::open(&StoreOptions::new(url)).await.expect("store");
+    let options = AuthOptions { tokens_per_user: 3, ..AuthOptions::default() };
+    let auth = Authenticator::new(store.clone(), options).await.expect("authenticator");
+    auth.create_user("alice", UserRole::View, &secret("alice-password")).await.unwrap();
+    auth.create_user("bob", UserRole::View, &secret("bob-password")).await.unwrap();
+    for i in 0..3 {
+        auth.create_token("alice", &format!("t{i}"), 1).await.expect("under the cap");
+    }
+    let refused = auth.create_token("alice", "t3", 1).await.expect_err("past the cap");
+    assert!(matches!(refused, AuthError::TooManyTokens { cap: 3, .. }), "{refused:?}");
+    assert_eq!(
+        refused.to_string(),
+        "user \"alice\" has 3 API tokens, the most one user may hold; revoke one first"
+    );
+    assert_eq!(store.tokens("alice".into()).await.unwrap().len(), 3, "nothing was stored");
+    auth.create_token("bob", "t0", 1).await.expect("other users have their own cap");
+    auth.revoke_token("alice", "t0").await.unwrap();
+    auth.create_token("alice", "t3", 1).await.expect("a revoked token makes room");
 }
 
 /// Unknown users and wrong passwords cost the same bcrypt work, so their
@@ -141,10 +173,10 @@ async fn unknown_users_take_as_long_as_wrong_passwords() {
     let mut wrong = Vec::new();
     for round in 0..4 {
         let start = Instant::now();
-        assert!(s.auth.login(&format!("ghost{round}"), &secret("whatever-password")).await.is_err());
+        assert!(s.auth.login(&format!("ghost{round}"), &secret("whatever-password"), None).await.is_err());
         unknown.push(start.elapsed());
         let start = Instant::now();
-        assert!(s.auth.login("carol", &secret("wrong-password")).await.is_err());
+        assert!(s.auth.login("carol", &secret("wrong-password"), None).await.is_err());
         wrong.push(start.elapsed());
     }
     unknown.sort();

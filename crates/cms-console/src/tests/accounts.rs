@@ -273,6 +273,41 @@ async fn a_token_is_shown_once_works_and_is_revoked() {
     assert_eq!(f.submit("/tokens/ci/revoke", &admin, &[]).await.status, StatusCode::NOT_FOUND, "not theirs");
 }
 
+/// A caller signed in at the identity provider under a local user's name
+/// is not that user: the token pages answer 403, as the API does, and no
+/// token of the local user is shown, made or revoked. An admin from the
+/// provider manages the local user's tokens, as it may through the API.
+#[tokio::test]
+async fn a_single_sign_on_user_named_like_a_local_user_gets_none_of_its_tokens() {
+    let f = Fixture::new().await;
+    let (kept, _) = f.auth.create_token(VIEWER, "kept", 24).await.expect("a token of the local viewer");
+    let impostor = f.sso_session(VIEWER, &["devs"]);
+    let caller = f.auth.authenticate(&impostor).await.expect("a valid session");
+    assert_eq!((caller.user.as_str(), caller.source.kind()), (VIEWER, "oidc"));
+
+    let page = f.get("/tokens", Some(&impostor)).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN, "{}", page.body);
+    assert!(page.body.contains("API tokens belong to local users"), "{}", page.body);
+    assert!(!page.body.contains("data-token="), "{}", page.body);
+    let fields = [("name", "stolen"), ("expiresIn", "24h")];
+    let created = f.submit("/tokens/new", &impostor, &fields).await;
+    assert_eq!(created.status, StatusCode::FORBIDDEN, "{}", created.body);
+    assert!(!created.body.contains("id=\"token-value\""), "{}", created.body);
+    let revoked = f.submit("/tokens/kept/revoke", &impostor, &[]).await;
+    assert_eq!(revoked.status, StatusCode::FORBIDDEN, "{}", revoked.body);
+
+    let stored = f.auth.accounts().tokens(VIEWER.to_string()).await.expect("the viewer's tokens");
+    let names: Vec<&str> = stored.iter().map(|token| token.name.as_str()).collect();
+    assert_eq!(names, ["kept"], "no token made for the impostor, none revoked");
+    assert_eq!(f.auth.authenticate(&kept.value).await.expect("the token still works").user, VIEWER);
+
+    let admin = f.sso_session(VIEWER, &["platform"]);
+    let page = f.get("/tokens", Some(&admin)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("<tr data-token=\"kept\">"), "{}", page.body);
+    assert!(page.body.contains("id=\"tokens-of-local-user\""), "the page says whose tokens: {}", page.body);
+}
+
 /// A posted form with `session`'s form token.
 fn form_request(path: &str, session: &str, fields: &[(&str, &str)]) -> crate::Request {
     let token = crate::csrf::token_for(session);

@@ -1,5 +1,6 @@
 //! The console over a real store: SQLite in a temporary directory, an
-//! authenticator with an admin and a viewer, and the real `Tenancy`.
+//! authenticator with an admin and a viewer (and single sign-on, whose
+//! sessions tests make directly), and the real `Tenancy`.
 //! Requests go straight to [`Console::handle`]; `cms-service`'s tests cover
 //! the same console mounted in the application.
 
@@ -14,7 +15,8 @@ mod tenants;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use cms_auth::{AuthOptions, Authenticator};
+use cms_auth::sso::{RoleMap, SsoOptions};
+use cms_auth::{AuthOptions, Authenticator, LoginTokens, SsoClaims};
 use cms_model::{Kind, UserRole};
 use cms_prober::{Prober, ProberOptions, SystemClock};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
@@ -32,6 +34,10 @@ use crate::{Body, Console, ConsoleOptions, Response};
 
 pub(crate) const ADMIN: &str = "admin";
 pub(crate) const VIEWER: &str = "viewer";
+/// The identity provider of the fixture's single sign-on.
+pub(crate) const SSO_ISSUER: &str = "https://idp.test";
+/// The key that signs the fixture's login tokens.
+const SIGNING_KEY: &[u8; 32] = b"console-tests-signing-key-012345";
 
 /// The console, its store and authenticator, and the database's directory.
 pub(crate) struct Fixture {
@@ -83,11 +89,30 @@ impl Fixture {
     }
 
     pub(crate) async fn with_options(options: ConsoleOptions) -> Fixture {
+        let store_options = |url: String| StoreOptions::new(url);
+        Fixture::build(options, store_options, cms_tenancy::DEFAULT_MAX_GROUP_COUNT).await
+    }
+
+    /// A fixture whose node groups hold at most `max_group_count` machines
+    /// each and whose tenants at most `max_machines_per_tenant`.
+    pub(crate) async fn with_caps(max_group_count: u32, max_machines_per_tenant: u64) -> Fixture {
+        let store_options = |url: String| StoreOptions { max_machines_per_tenant, ..StoreOptions::new(url) };
+        Fixture::build(ConsoleOptions::default(), store_options, max_group_count).await
+    }
+
+    async fn build(
+        options: ConsoleOptions,
+        store_options: impl FnOnce(String) -> StoreOptions,
+        max_group_count: u32,
+    ) -> Fixture {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
-        let store = SqlStore::open(&StoreOptions::new(url)).await.expect("the store opens");
-        let key = b"console-tests-signing-key-012345".to_vec();
-        let auth_options = AuthOptions { signing_key: Some(key.into()), ..AuthOptions::default() };
+        let store = SqlStore::open(&store_options(url)).await.expect("the store opens");
+        let auth_options = AuthOptions {
+            signing_key: Some(SIGNING_KEY.to_vec().into()),
+            sso: Some(sso()),
+            ..AuthOptions::default()
+        };
         let auth = Arc::new(Authenticator::new(store.clone(), auth_options).await.expect("an authenticator"));
         for (name, role) in [(ADMIN, UserRole::Admin), (VIEWER, UserRole::View)] {
             auth.create_user(name, role, &password(name)).await.expect("a user");
@@ -97,10 +122,22 @@ impl Fixture {
         let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
         let secrets = secrets.expect("secrets");
         let prober = prober(store.clone(), secrets.clone());
-        let tenancy = Tenancy::new(store.clone(), secrets);
+        let tenancy = Tenancy::new(store.clone(), secrets).with_max_group_count(max_group_count);
         let console =
             Console::new(tenancy, auth.clone(), store.clone(), prober, options, CancellationToken::new());
         Fixture { console, store, auth, _dir: dir }
+    }
+
+    /// The session token of `user` signed in at [`SSO_ISSUER`] with
+    /// `groups`, as the sign-in at the provider would make it.
+    pub(crate) fn sso_session(&self, user: &str, groups: &[&str]) -> String {
+        let tokens = LoginTokens::new(&SIGNING_KEY.to_vec().into(), std::time::Duration::from_secs(600));
+        let claims = SsoClaims {
+            iss: SSO_ISSUER.into(),
+            sub: format!("subject-of-{user}"),
+            groups: groups.iter().map(|group| group.to_string()).collect(),
+        };
+        tokens.expect("login tokens").issue_with(user, Some(claims)).expect("a login token").0
     }
 
     /// Signs `user` in with the form and returns the session cookie's token.
@@ -167,6 +204,24 @@ impl Fixture {
             ..Draft::default()
         };
         self.store.create(Key::child(Kind::Machine, tenant, id), draft).await.expect("machine created");
+    }
+}
+
+/// Single sign-on at [`SSO_ISSUER`]: group `devs` grants edit, `platform`
+/// admin. No test reaches the provider: sessions are made by
+/// [`Fixture::sso_session`].
+fn sso() -> SsoOptions {
+    SsoOptions {
+        issuer: SSO_ISSUER.into(),
+        client_id: "cms".into(),
+        client_secret: SecretString::from("client-secret"),
+        scopes: Vec::new(),
+        username_claim: "email".into(),
+        groups_claim: "groups".into(),
+        roles: RoleMap {
+            groups: vec![("devs".into(), UserRole::Edit), ("platform".into(), UserRole::Admin)],
+            default: None,
+        },
     }
 }
 

@@ -83,6 +83,32 @@ async fn scaling_replaces_the_node_group_through_tenancy() {
 }
 
 #[tokio::test]
+async fn scaling_past_the_caps_shows_the_422_at_the_form() {
+    let f = Fixture::with_caps(2, 3).await;
+    f.tenant("demo", json!({}), "active").await;
+    let workers = json!({"name": "w", "role": "worker", "count": 2, "providerClass": "metal:bare",
+        "providerConfig": {"hosts": [{"address": "10.0.1.1"}, {"address": "10.0.1.2"}]}});
+    let draft = cms_store::Draft { spec: workers, ..cms_store::Draft::default() };
+    f.store.create(Key::child(Kind::NodeGroup, "demo", "w"), draft).await.expect("1 + 2 machines fit");
+    let admin = f.sign_in(ADMIN).await;
+
+    let refused = f.submit("/tenants/demo/node-groups/cp/scale", &admin, &[("count", "2")]).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    assert!(
+        refused.body.contains(
+            "<p class=\"field-error\" id=\"count-cp-error\">tenant &quot;demo&quot; would have 4 machines"
+        ),
+        "{}",
+        refused.body
+    );
+    assert_eq!(node_group(&f, "demo", "cp").spec.count, 1, "nothing was written");
+    let shrunk = f.submit("/tenants/demo/node-groups/w/scale", &admin, &[("count", "1")]).await;
+    assert_eq!(location(&shrunk), "/tenants/demo");
+    let grown = f.submit("/tenants/demo/node-groups/cp/scale", &admin, &[("count", "2")]).await;
+    assert_eq!(location(&grown), "/tenants/demo", "2 + 1 machines fit");
+}
+
+#[tokio::test]
 async fn deleting_needs_the_tenant_s_name_typed() {
     let f = Fixture::new().await;
     f.tenant("demo", json!({}), "active").await;

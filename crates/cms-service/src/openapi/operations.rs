@@ -152,7 +152,13 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .ok(200, Success::Text("text/plain"))
         }
         ("GET", "/metrics") => Doc::new("metrics", OPS, "Prometheus metrics in the text format")
+            .about(
+                "Needs no credentials. The series labelled with tenant names (`tenant`) are left out unless \
+                 the request carries a valid bearer token (of any role) or the server sets \
+                 `CMS_METRICS_TENANT_LABELS=true`.",
+            )
             .ok(200, Success::Text("text/plain"))
+            .error(401, "a bearer token was sent and is not valid")
             .stateless(),
         ("GET", "/version") => Doc::new("version", OPS, "The build: version, git commit and build time")
             .ok(200, Success::Json("BuildInfo"))

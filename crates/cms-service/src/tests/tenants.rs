@@ -86,6 +86,8 @@ async fn update_checks_name_and_version_before_the_store() {
     assert!(message.contains("metadata.resourceVersion"), "{message}");
 
     let mut store = MockStore::new();
+    // The replacement keeps the service's annotations of the version it read.
+    store.expect_get().returning(|key| Some(object(key.clone(), 1)));
     store
         .expect_update()
         .withf(|_, _, expected| *expected == 1)
@@ -98,8 +100,16 @@ async fn update_checks_name_and_version_before_the_store() {
 async fn update_answers_its_own_write_not_a_later_one() {
     let mut store = MockStore::new();
     store.expect_update().returning(|key, _, _| Ok(object(key, 2)));
-    // Another writer's change already reached the cache.
-    store.expect_get().returning(|key| Some(object(key.clone(), 3)));
+    // The cache is at the version read, for the service's annotations; by
+    // the time the write answers, another writer's change reached it.
+    let reads = std::sync::atomic::AtomicUsize::new(0);
+    store.expect_get().returning(move |key| {
+        let version = match reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => 1,
+            _ => 3,
+        };
+        Some(object(key.clone(), version))
+    });
     let body = r#"{"metadata":{"name":"t1","resourceVersion":1},"spec":{"kubernetesVersion":"1.31.0"}}"#;
     let reply = call(store, json_request(TestRequest::put().uri("/api/v1/tenants/t1"), body)).await;
     assert_eq!(reply.status.as_u16(), 200);

@@ -32,30 +32,47 @@ async fn login_answers_a_token_or_one_message_for_every_failure() {
     h.send_as(basic).await.error(401, "Unauthorized");
 }
 
+/// A login from `peer`.
+fn login_from(peer: &str, user: &str, password: &str) -> TestRequest {
+    let peer = peer.parse().expect("a socket address");
+    json(TestRequest::post().uri(LOGIN).peer_addr(peer), &credentials(user, password))
+}
+
 #[actix_web::test]
-async fn brute_force_is_throttled_for_that_user_only() {
+async fn brute_force_is_throttled_for_that_address_only() {
+    const STRANGER: &str = "198.51.100.7:40000";
+    const HOME: &str = "192.0.2.10:50000";
     let h = harness().await;
     let user = r#"{"metadata":{"name":"bob"},"spec":{"role":"view","password":"bob-password"}}"#;
     assert_eq!(h.post("/api/v1/users", user).await.status.as_u16(), 201);
     for _ in 0..5 {
-        let reply =
-            h.send_as(json(TestRequest::post().uri(LOGIN), &credentials("admin", "guess-guess"))).await;
-        reply.error(401, "Unauthorized");
+        h.send_as(login_from(STRANGER, "admin", "guess-guess")).await.error(401, "Unauthorized");
     }
-    let request = json(TestRequest::post().uri(LOGIN), &credentials("admin", ADMIN_PASSWORD));
-    let response = h.open_as(request).await;
-    assert_eq!(response.status().as_u16(), 429);
-    let retry: u64 = response
-        .headers()
-        .get("retry-after")
-        .expect("Retry-After")
-        .to_str()
-        .expect("header")
-        .parse()
-        .expect("seconds");
+    let throttled = h.send_as(login_from(STRANGER, "admin", ADMIN_PASSWORD)).await;
+    let message = throttled.error(429, "TooManyRequests");
+    assert!(message.contains("too many failed logins"), "{message}");
+    let retry: u64 = throttled.header("retry-after").parse().expect("Retry-After in seconds");
     assert!((1..=60).contains(&retry), "{retry}");
-    let bob = h.send_as(json(TestRequest::post().uri(LOGIN), &credentials("bob", "bob-password"))).await;
-    assert_eq!(bob.status.as_u16(), 200, "other users still log in");
+    let from_home = h.send_as(login_from(HOME, "admin", ADMIN_PASSWORD)).await;
+    assert_eq!(from_home.status.as_u16(), 200, "admin still logs in from elsewhere: {:?}", from_home.json());
+    let bob = h.send_as(login_from(STRANGER, "bob", "bob-password")).await;
+    assert_eq!(bob.status.as_u16(), 200, "other users still log in from there");
+}
+
+#[actix_web::test]
+async fn api_tokens_per_user_are_capped_with_a_conflict() {
+    let h = harness().await;
+    let token = |i: usize| format!(r#"{{"metadata":{{"name":"t{i}"}},"spec":{{"expiresIn":"1h"}}}}"#);
+    let cap = cms_auth::AuthOptions::DEFAULT_TOKENS_PER_USER;
+    for i in 0..cap {
+        assert_eq!(h.post("/api/v1/users/admin/tokens", &token(i)).await.status.as_u16(), 201, "token {i}");
+    }
+    let refused = h.post("/api/v1/users/admin/tokens", &token(cap)).await;
+    let message = refused.error(409, "Conflict");
+    assert!(message.contains(&format!("has {cap} API tokens")), "the message names the cap: {message}");
+    assert_eq!(h.get("/api/v1/users/admin/tokens").await.json()["total"], cap);
+    assert_eq!(h.delete("/api/v1/users/admin/tokens/t0").await.status.as_u16(), 204);
+    assert_eq!(h.post("/api/v1/users/admin/tokens", &token(cap)).await.status.as_u16(), 201);
 }
 
 #[actix_web::test]

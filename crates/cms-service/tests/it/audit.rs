@@ -58,9 +58,9 @@ async fn every_mutation_is_recorded_with_its_actor_and_outcome() {
     let log = records(&h, "").await;
     let items = log["items"].as_array().expect("items");
     let seen: Vec<_> = items.iter().map(summary).collect();
+    // The anonymous delete names nobody: counted, not kept.
     let expected = [
         ("admin", "POST", "/api/v1/tenants/acme/configpatches", 422, "failed"),
-        ("anonymous", "DELETE", "/api/v1/tenants/acme", 401, "denied"),
         ("viewer", "POST", "/api/v1/tenants", 403, "denied"),
         ("admin", "DELETE", "/api/v1/tenants/acme/configpatches/dns", 204, "succeeded"),
         ("admin", "POST", "/api/v1/tenants/acme/configpatches", 201, "succeeded"),
@@ -72,16 +72,15 @@ async fn every_mutation_is_recorded_with_its_actor_and_outcome() {
         .map(|(a, m, p, s, o)| (a.to_string(), m.to_string(), p.to_string(), *s, o.to_string()))
         .collect();
     assert_eq!(seen, expected, "newest first");
-    assert_eq!(log["total"], 7);
-    let create = &items[6];
+    assert_eq!(log["total"], 6);
+    let create = &items[5];
     assert_eq!(create["target"], json!({"kind": "Tenant", "tenant": "acme", "name": "acme"}));
     assert_eq!(
         (create["actorRole"].as_str(), create["route"].as_str()),
         (Some("admin"), Some("/api/v1/tenants"))
     );
-    assert_eq!(items[4]["target"], json!({"kind": "ConfigPatch", "tenant": "acme", "name": "dns"}));
-    assert_eq!(items[2]["actorRole"], "view");
-    assert!(items[1].get("actorRole").is_none(), "anonymous callers have no role");
+    assert_eq!(items[3]["target"], json!({"kind": "ConfigPatch", "tenant": "acme", "name": "dns"}));
+    assert_eq!(items[1]["actorRole"], "view");
     for item in items {
         let id = item["requestId"].as_str().expect("request id");
         assert_eq!(id.len(), 36, "{item}");
@@ -174,4 +173,61 @@ async fn pages_and_filters() {
     for bad in ["?limit=0", "?limit=x", "?offset=-1", "?actr=viewer", "?tenant="] {
         h.get(&format!("{AUDIT}{bad}")).await.error(400, "BadRequest");
     }
+}
+
+/// The anonymous requests counted so far, by status, from an anonymous
+/// scrape of `/metrics`.
+async fn anonymous_counted<S>(h: &crate::Harness<S>, status: u16) -> u64
+where
+    S: actix_web::dev::Service<
+            actix_http::Request,
+            Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
+            Error = actix_web::Error,
+        >,
+{
+    let scrape = h.send_as(TestRequest::get().uri("/metrics")).await.text();
+    let prefix = format!("cms_audit_anonymous_total{{status=\"{status}\"}} ");
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map_or(0, |value| value.trim().parse().expect("a count"))
+}
+
+/// Requests that name nobody, in any number, leave the log as it was: a
+/// flood of more than the retention of unauthenticated writes, writes to
+/// unserved paths, logins as users that do not exist and throttled logins
+/// is counted by `cms_audit_anonymous_total`, and the admin's records and
+/// the failed logins against the real account stay.
+#[actix_web::test]
+async fn a_flood_of_anonymous_requests_is_counted_and_keeps_the_log() {
+    let retention = 8;
+    let h = crate::harness_keeping(cms_service::ServiceOptions::default(), retention).await;
+    cms_service::metrics_handle();
+    h.tenant("kept").await;
+    let login = |user: &str| {
+        let body = json!({"username": user, "password": "not-the-password"}).to_string();
+        with_json(TestRequest::post().uri("/api/v1/auth/login"), &body)
+    };
+    // Five failures against the real account, then the throttle's refusals.
+    for _ in 0..5 {
+        h.send_as(login("admin")).await.error(401, "Unauthorized");
+    }
+    let flood = retention + 2;
+    for n in 0..flood {
+        h.send_as(TestRequest::delete().uri("/api/v1/tenants/kept")).await.error(401, "Unauthorized");
+        h.send_as(TestRequest::post().uri(&format!("/api/v1/nowhere-{n}"))).await.error(404, "NotFound");
+        h.send_as(login(&format!("nobody-{n}"))).await.error(401, "Unauthorized");
+        h.send_as(login("admin")).await.error(429, "TooManyRequests");
+    }
+    assert_eq!(h.get("/api/v1/tenants/kept").await.status.as_u16(), 200, "the flood deleted nothing");
+
+    let log = records(&h, "").await;
+    let seen: Vec<_> = log["items"].as_array().expect("items").iter().map(summary).collect();
+    let failed_login = ("admin".into(), "POST".into(), "/api/v1/auth/login".into(), 401, "denied".into());
+    let mut expected = vec![failed_login; 5];
+    expected.push(("admin".into(), "POST".into(), "/api/v1/tenants".into(), 201, "succeeded".into()));
+    assert_eq!(seen, expected, "{log:#}");
+    assert_eq!(anonymous_counted(&h, 401).await, 2 * flood);
+    assert_eq!(anonymous_counted(&h, 404).await, flood);
+    assert_eq!(anonymous_counted(&h, 429).await, flood);
 }

@@ -10,6 +10,7 @@ mod health;
 mod machine_config;
 mod machines;
 mod matrix;
+mod metrics;
 mod projected;
 mod tenants;
 
@@ -108,15 +109,27 @@ pub(crate) async fn harness_with(
     options: ServiceOptions,
 ) -> Harness<impl Service<actix_http::Request, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>>
 {
+    harness_keeping(options, StoreOptions::new(String::new()).audit_retention).await
+}
+
+/// The application with `options` over a store that keeps `audit_retention`
+/// audit records.
+pub(crate) async fn harness_keeping(
+    options: ServiceOptions,
+    audit_retention: u64,
+) -> Harness<impl Service<actix_http::Request, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>>
+{
     let dir = tempfile::tempdir().expect("temporary directory");
     let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
-    let store = SqlStore::open(&StoreOptions::new(url)).await.expect("store opens");
+    let store_options = StoreOptions { audit_retention, ..StoreOptions::new(url) };
+    let store = SqlStore::open(&store_options).await.expect("store opens");
     let workload_key = cms_oidc::testing::TestKey::generate("ci-1");
     let auth_options =
         AuthOptions { signing_key: Some(SIGNING_KEY.to_vec().into()), ..federated_options(&workload_key) };
     let auth = Arc::new(Authenticator::new(store.clone(), auth_options).await.expect("authenticator"));
     bootstrap_admin(&auth, Some(SecretString::from(ADMIN_PASSWORD))).await.expect("bootstrap");
-    let (token, _) = auth.login("admin", &SecretString::from(ADMIN_PASSWORD)).await.expect("admin login");
+    let (token, _) =
+        auth.login("admin", &SecretString::from(ADMIN_PASSWORD), None).await.expect("admin login");
     let sealer = Sealer::new(SealingKey::new("test", SEALING_KEY).expect("a sealing key"));
     // Keys are made on demand: a pool's thread would compete with parallel tests.
     let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
@@ -131,7 +144,7 @@ pub(crate) async fn harness_with(
 /// Single sign-on at [`SSO_ISSUER`] (groups `viewers`, `devs` and
 /// `platform` grant view, edit and admin) and the workload issuer
 /// [`WORKLOAD_ISSUER`] (`repo:acme/*:ref:refs/heads/main` edits, other
-/// `repo:acme/*` subjects view), both served from memory.
+/// `repo:acme/*:ref:refs/heads/*` subjects view), both served from memory.
 fn federated_options(workload_key: &cms_oidc::testing::TestKey) -> AuthOptions {
     use cms_auth::sso::{RoleMap, SsoOptions, WorkloadTrust, parse_grants};
     use cms_oidc::testing::{FakeIssuer, FakeIssuers};
@@ -149,7 +162,9 @@ fn federated_options(workload_key: &cms_oidc::testing::TestKey) -> AuthOptions {
             default: None,
         },
     };
-    let subjects = parse_grants("test", "repo:acme/*:ref:refs/heads/main=edit,repo:acme/*=view").unwrap();
+    let subjects =
+        parse_grants("test", "repo:acme/*:ref:refs/heads/main=edit,repo:acme/*:ref:refs/heads/*=view")
+            .unwrap();
     let trust = WorkloadTrust {
         issuer: WORKLOAD_ISSUER.into(),
         audience: WORKLOAD_AUDIENCE.into(),
@@ -234,7 +249,7 @@ where
     pub(crate) async fn user(&self, name: &str, role: UserRole) -> String {
         let password = SecretString::from(format!("{name}-password"));
         self.state.auth.create_user(name, role, &password).await.expect("user created");
-        self.state.auth.login(name, &password).await.expect("login").0
+        self.state.auth.login(name, &password, None).await.expect("login").0
     }
 
     /// A GET with `token`.
