@@ -1,14 +1,15 @@
 //! The `cms` client against a server that provisions (the reconciler and
 //! the test engine of `provisioning`): `wait --for=ready` until the tenant
 //! converges, the machines and projected state it produced, a machine's
-//! config, and `wait --for=delete` once the tenant is torn down.
+//! config, and `wait --for=delete` once the tenant is torn down; `apply`
+//! again, which keeps the service's annotations.
 
 use cms_e2e::cli::Cli;
 use cms_e2e::cluster::{FakeCluster, Host};
 use cms_e2e::nodes::StoreWriter;
 use serde_json::Value;
 
-use crate::provisioning::{CONVERGE, Engine, host_address};
+use crate::provisioning::{CONVERGE, Engine, eventually, host_address};
 
 fn tenant(host: &str) -> String {
     format!(
@@ -55,4 +56,48 @@ async fn wait_for_ready_and_for_delete_on_a_provisioned_tenant() {
     let gone = cli.run(&["wait", "tenant/omega", "--for=delete", &timeout]);
     assert_eq!(gone.ok(), "tenant/omega condition met\n");
     cli.run(&["get", "tenant", "omega"]).expect(3);
+}
+
+/// `cms apply` of a file without the service's annotations, after the
+/// tenant was bootstrapped, keeps them: the next pass (for the spec change
+/// the file also makes) finds `service.io/bootstrapped` and calls no second
+/// `Bootstrap`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applying_a_file_again_keeps_the_service_annotations_and_bootstraps_once() {
+    let engine = Engine::new();
+    let server = engine.options().start().await;
+    let cli = Cli::new(&server);
+    cli.run_with_input(&["login", "-u", "admin", "--password-stdin"], "e2e-admin-password\n").expect(0);
+    let host = host_address(9, 2);
+    assert_eq!(cli.run_with_input(&["apply", "-f", "-"], &tenant(&host)).ok(), "tenant/omega created\n");
+    let bundle = StoreWriter::open(server.data_dir()).await.bundle("omega").await;
+    let cluster = FakeCluster::start(&bundle, &[Host::new("cp-0", &host, true)], |_, options| options).await;
+    let timeout = format!("--timeout={}s", CONVERGE.as_secs());
+    cli.run(&["wait", "tenant/omega", "--for=ready", &timeout]).expect(0);
+    assert_eq!(cluster.calls_of("Bootstrap").len(), 1);
+
+    let changed = format!("{}  podNetwork: [10.245.0.0/16]\n", tenant(&host));
+    assert_eq!(cli.run_with_input(&["apply", "-f", "-"], &changed).ok(), "tenant/omega configured\n");
+    let api = server.api();
+    let tenant = api.get("/api/v1/tenants/omega").await.expect(200);
+    let annotations = &tenant["metadata"]["annotations"];
+    assert!(
+        annotations["service.io/bootstrapped"].as_str().is_some_and(|v| v.starts_with("cp-0 ")),
+        "{tenant}"
+    );
+    let generation = tenant["metadata"]["generation"].clone();
+    eventually("a pass over the changed spec", CONVERGE, || async {
+        let tenant = api.get("/api/v1/tenants/omega").await.expect(200);
+        (tenant["status"]["observedGeneration"] == generation && tenant["status"]["ready"] == true)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(cluster.calls_of("Bootstrap").len(), 1, "no second Bootstrap");
+    let tenant = api.get("/api/v1/tenants/omega").await.expect(200);
+    assert!(tenant["metadata"]["annotations"]["service.io/bootstrapped"].is_string(), "{tenant}");
+
+    let mut forged = tenant.clone();
+    forged["metadata"]["annotations"]["service.io/bootstrapped"] = "cp-9 now".into();
+    let refused = api.put("/api/v1/tenants/omega", &forged).await.expect_error(422, "Invalid");
+    assert!(refused.contains(r#"metadata.annotations["service.io/bootstrapped"]"#), "{refused}");
 }

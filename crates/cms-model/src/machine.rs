@@ -46,6 +46,11 @@ pub struct MachineStatus {
     pub talos_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
+    /// Why the service cannot configure or reach the machine's node, such
+    /// as a node whose certificate the tenant's OS CA did not sign; absent
+    /// when nothing is wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl Machine {

@@ -1,6 +1,8 @@
 //! Machines in the store, made from the projection of the tool's state and
 //! enriched from the plan: management address `IP:50000`, provider id,
-//! provider type, shape, and status stage and role.
+//! provider type, shape, and status stage and role. A machine whose address
+//! changed is another host, which has taken no config: it loses
+//! [`CONFIG_HASH_ANNOTATION`] and `connected`.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +11,7 @@ use cms_store::{Draft, FINALIZER_MACHINES, Key, Store};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
 use crate::ReconcileError;
+use crate::settle::CONFIG_HASH_ANNOTATION;
 
 /// The node API port of a machine's management address.
 pub const NODE_API_PORT: u16 = 50000;
@@ -63,14 +66,21 @@ pub(crate) async fn upsert(
     match current {
         Some(machine) if machine.metadata.deletion_timestamp.is_none() => {
             let key = Key::child(Kind::Machine, tenant, key_name(machine));
-            // Whether the node answered is the node work's to say.
-            let spec = MachineSpec { connected: machine.spec.connected, ..spec };
+            // Whether the node answered is the node work's to say. A new
+            // address is another host: it has taken no config of ours, and
+            // has not answered.
+            let moved = machine.spec.management_address != spec.management_address;
+            let mut annotations = machine.metadata.annotations.clone();
+            if moved {
+                annotations.remove(CONFIG_HASH_ANNOTATION);
+            }
+            let spec = MachineSpec { connected: machine.spec.connected && !moved, ..spec };
             let spec_value = serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?;
             let mut version = machine.metadata.resource_version.unwrap_or_default();
             if machine.spec != spec {
                 let draft = Draft {
                     labels: machine.metadata.labels.clone(),
-                    annotations: machine.metadata.annotations.clone(),
+                    annotations,
                     spec: spec_value,
                     ..Draft::default()
                 };

@@ -1,11 +1,20 @@
 //! After the infrastructure, the nodes. A `metal` host gets its machine
 //! config over the node API whenever the config rendered for it differs
 //! from the one it last took, which the annotation
-//! [`CONFIG_HASH_ANNOTATION`] records. A machine that has not answered yet
-//! is asked for its version with the tenant's credentials, and becomes
-//! `connected` (stage `joining`) when it answers; it is `ready` once its
-//! Kubernetes Node is Ready too (`readiness.rs`). Machines that answered
-//! are not asked again: health probes happen on request only.
+//! [`CONFIG_HASH_ANNOTATION`] records. A host that carries it has taken a
+//! config, and is only ever sent one over mTLS against the tenant's OS CA:
+//! maintenance mode (no client certificate, any server certificate) is for
+//! a host that never took one, or that the service itself reset (which
+//! removes the annotation, `leaving.rs` and `teardown.rs`). A node that
+//! fails the CA gets nothing, and the machine's `status.message` says why,
+//! as it says whatever else keeps the machine from being configured or
+//! answering; a pass that finds nothing wrong clears it.
+//!
+//! A machine that has not answered yet is asked for its version with the
+//! tenant's credentials, and becomes `connected` (stage `joining`) when it
+//! answers; it is `ready` once its Kubernetes Node is Ready too
+//! (`readiness.rs`). Machines that answered are not asked again: health
+//! probes happen on request only.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -119,7 +128,9 @@ async fn settle_one(
                 let hash = fingerprint(yaml);
                 let taken = annotations.get(CONFIG_HASH_ANNOTATION);
                 if taken != Some(&hash) {
-                    match ctx.nodes.apply_config(&node, yaml, taken.is_some()).await {
+                    // A host that took a config is never asked in maintenance mode.
+                    let configured = taken.is_some();
+                    match ctx.nodes.apply_config(&node, yaml, configured).await {
                         Ok(()) => {
                             tracing::info!(tenant, machine = %id, "applied the machine config");
                             annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), hash);
@@ -150,6 +161,7 @@ async fn settle_one(
             }
         }
     }
+    status.message = problem.clone();
     write(ctx, tenant, machine, Observed { annotations, connected, status }).await?;
     Ok((id, problem))
 }

@@ -13,7 +13,8 @@
 //! copy over the database.
 //!
 //! Both copy bytes: sealed secrets stay sealed, and the key that opens them
-//! is not in the database.
+//! is not in the database. The backup and the restored copy are created
+//! with the mode 0600 (`file_modes.rs`), whatever the process's umask.
 
 use std::fs::File;
 use std::io;
@@ -28,6 +29,7 @@ use sea_orm_migration::MigratorTrait;
 
 use crate::entity::counter;
 use crate::error::StoreError;
+use crate::file_modes::{create_private, create_private_dir};
 use crate::lock_file::DatabaseLock;
 use crate::migration::Migrator;
 
@@ -64,7 +66,11 @@ pub async fn backup_sqlite(url: &str, target: &Path) -> Result<Snapshot, StoreEr
         return Err(already_exists(target));
     }
     let partial = beside(target, &format!(".partial-{}", std::process::id()));
+    remove_quietly(&partial);
     let written = async {
+        // `VACUUM INTO` fills an empty file as it finds it: made owner-only
+        // first, the copy is never readable by others.
+        create_private(&partial)?;
         let db = connect(url, &database).await?;
         let into = partial
             .to_str()
@@ -88,7 +94,7 @@ pub async fn backup_sqlite(url: &str, target: &Path) -> Result<Snapshot, StoreEr
 pub async fn restore_sqlite(url: &str, source: &Path) -> Result<Restored, StoreError> {
     let database = sqlite_file(url)?;
     if let Some(dir) = parent(&database) {
-        std::fs::create_dir_all(dir).map_err(file_error("create", dir))?;
+        create_private_dir(dir)?;
     }
     let _lock = DatabaseLock::acquire(url)?;
     if !source.is_file() {
@@ -97,7 +103,12 @@ pub async fn restore_sqlite(url: &str, source: &Path) -> Result<Restored, StoreE
     let incoming = beside(&database, ".restoring");
     remove_quietly(&incoming);
     let restored = async {
-        std::fs::copy(source, &incoming).map_err(file_error("copy", source))?;
+        // Copied into a new owner-only file: `std::fs::copy` would give the
+        // copy the backup's mode.
+        let mut copy = create_private(&incoming)?;
+        let mut from = File::open(source).map_err(file_error("read", source))?;
+        io::copy(&mut from, &mut copy).map_err(file_error("copy", source))?;
+        drop(copy);
         sync(&incoming)?;
         let snapshot = inspect(url, &incoming, source).await.map_err(|err| match err {
             StoreError::Refused(_) => err,
@@ -115,6 +126,16 @@ pub async fn restore_sqlite(url: &str, source: &Path) -> Result<Restored, StoreE
     .await;
     remove_quietly(&incoming);
     restored
+}
+
+/// The setting `name` of the SQLite database file `path` (a backup, say),
+/// read as the file holds it: nothing is migrated or written. `url` gives
+/// the other connection settings.
+pub async fn sqlite_setting(url: &str, path: &Path, name: &str) -> Result<Option<String>, StoreError> {
+    let db = connect(url, path).await?;
+    let row = db.query_one_raw(sqlite("SELECT value FROM settings WHERE name = ?", [name.into()])).await;
+    db.close().await?;
+    Ok(row?.map(|row| row.try_get_by_index::<String>(0)).transpose()?)
 }
 
 /// The database file of a `sqlite:` URL.

@@ -80,7 +80,11 @@ impl SqlStore {
         draft: Draft,
         fence: Option<&Lease>,
     ) -> Result<Arc<Object>, StoreError> {
-        self.submit(&key.clone(), fence, move |view| write::create(view, &key, &draft)).await
+        let max = self.max_machines;
+        self.submit(&key.clone(), fence, move |view| {
+            write::machines_within(view, &key, max, |view| write::create(view, &key, &draft))
+        })
+        .await
     }
 
     pub(crate) async fn update_object(
@@ -90,7 +94,11 @@ impl SqlStore {
         expected: u64,
         fence: Option<&Lease>,
     ) -> Result<Arc<Object>, StoreError> {
-        self.submit(&key.clone(), fence, move |view| write::update(view, &key, &draft, expected)).await
+        let max = self.max_machines;
+        self.submit(&key.clone(), fence, move |view| {
+            write::machines_within(view, &key, max, |view| write::update(view, &key, &draft, expected))
+        })
+        .await
     }
 
     pub(crate) async fn update_object_status(

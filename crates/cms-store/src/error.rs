@@ -18,6 +18,10 @@ pub enum StoreError {
     /// tenant that is being deleted.
     #[error("{0}")]
     Refused(String),
+    /// The write breaks a rule that only the stored state can tell, such as
+    /// the cap on a tenant's machines; `field` names the field.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
     /// A fenced write carried a lease that is no longer held: it expired, was
     /// released, or another holder took it over. Nothing was written.
     #[error("lease {name:?} (epoch {epoch}) is no longer held")]

@@ -30,9 +30,12 @@
 //! schema. `sql.rs`: [`SqlStore`] and [`StoreOptions`]. `projection.rs`,
 //! `secrets.rs`, `accounts*.rs`, `audit*.rs`: projected state, sealed secrets
 //! (never cached, logged or watched), accounts and the audit log.
+//! `schemas.rs`: [`SqlStore::rename_schema`], for the provisioning tool's
+//! schemas on PostgreSQL.
 //! `backup.rs`: [`backup_sqlite`] and [`restore_sqlite`], the embedded
 //! database as one file; `lock_file.rs`: the [`DatabaseLock`] a server holds
-//! on it. `tenant_status.rs`: [`update_tenant_status`], one writer's fields
+//! on it; `file_modes.rs`: its files owner-only (0600, a directory made for
+//! it 0700). `tenant_status.rs`: [`update_tenant_status`], one writer's fields
 //! of a tenant's status, kept apart from the others'. `conformance/`: the
 //! suite run on every backend (`conformance_suite!`).
 
@@ -50,6 +53,7 @@ pub mod conformance;
 mod dialect;
 mod entity;
 mod error;
+mod file_modes;
 mod lease;
 mod listener;
 mod lock_file;
@@ -58,6 +62,7 @@ mod projection;
 mod refs;
 mod render;
 mod rows;
+mod schemas;
 mod sealed;
 mod secrets;
 mod sql;
@@ -81,17 +86,18 @@ pub use api::{
 #[cfg(any(test, feature = "testsuite"))]
 pub use audit::MockAudit;
 pub use audit::{Audit, AuditFilter};
-pub use backup::{Restored, Snapshot, backup_sqlite, restore_sqlite};
+pub use backup::{Restored, Snapshot, backup_sqlite, restore_sqlite, sqlite_setting};
 pub use batch::BATCH_SIZE;
 pub use error::StoreError;
 #[cfg(any(test, feature = "testsuite"))]
 pub use lease::MockLeases;
 pub use lease::{Lease, Leases};
 pub use lock_file::DatabaseLock;
+pub use schemas::SchemaRename;
 #[cfg(any(test, feature = "testsuite"))]
 pub use sealed::MockSealed;
 pub use sealed::Sealed;
-pub use sql::{SqlStore, StoreOptions};
+pub use sql::{DEFAULT_MAX_MACHINES_PER_TENANT, SqlStore, StoreOptions};
 pub use tenant_status::update_tenant_status;
 
 /// The finalizer that stands for a tenant's machines and infrastructure.

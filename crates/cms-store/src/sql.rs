@@ -19,6 +19,9 @@ use crate::error::StoreError;
 use crate::listener::Listener;
 use crate::render::render;
 
+/// The default of [`StoreOptions::max_machines_per_tenant`].
+pub const DEFAULT_MAX_MACHINES_PER_TENANT: u64 = 500;
+
 /// How to open a [`SqlStore`]. Its `Debug` hides the URL's password.
 #[derive(Clone)]
 pub struct StoreOptions {
@@ -39,6 +42,9 @@ pub struct StoreOptions {
     /// On PostgreSQL, how often a replica reads the event log even without a
     /// notification, as a safety net.
     pub poll_interval: Duration,
+    /// The most machines a tenant may have: the sum of its node groups'
+    /// counts. A write over it that grows the sum is [`StoreError::Invalid`].
+    pub max_machines_per_tenant: u64,
 }
 
 impl StoreOptions {
@@ -51,6 +57,7 @@ impl StoreOptions {
             audit_retention: 100_000,
             acquire_timeout: Duration::from_secs(3),
             poll_interval: Duration::from_secs(5),
+            max_machines_per_tenant: DEFAULT_MAX_MACHINES_PER_TENANT,
         }
     }
 }
@@ -64,6 +71,7 @@ impl std::fmt::Debug for StoreOptions {
             .field("audit_retention", &self.audit_retention)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("poll_interval", &self.poll_interval)
+            .field("max_machines_per_tenant", &self.max_machines_per_tenant)
             .finish()
     }
 }
@@ -97,6 +105,8 @@ pub struct SqlStore {
     pub(crate) compacted: std::sync::atomic::AtomicU64,
     /// How many audit records are kept.
     pub(crate) audit_retention: u64,
+    /// The most machines a tenant may have.
+    pub(crate) max_machines: u64,
     /// This store, for the fenced views it hands out.
     pub(crate) this: Weak<SqlStore>,
     /// On PostgreSQL, the tasks that follow other replicas' writes; they
@@ -121,7 +131,17 @@ impl SqlStore {
                 options.url.split("://").next().unwrap_or_default()
             )));
         }
+        // The embedded database's files are owner-only: those an older
+        // version left readable before SQLite opens them (it gives a new
+        // `-wal` and `-shm` the database's mode), and a new database after.
+        let database = (!postgres).then(|| crate::backup::sqlite_file(&options.url).ok()).flatten();
+        if let Some(path) = &database {
+            crate::file_modes::restrict_database(path);
+        }
         let db = Database::connect(connect_options(options, postgres)).await?;
+        if let Some(path) = &database {
+            crate::file_modes::restrict_database(path);
+        }
         dialect::migrate(&db).await?;
         let (objects, revision) = load(&db).await?;
         tracing::info!(objects = objects.len(), revision, "store loaded");
@@ -136,6 +156,7 @@ impl SqlStore {
             retention: options.event_retention.max(1),
             compacted: std::sync::atomic::AtomicU64::new(0),
             audit_retention: options.audit_retention.max(1),
+            max_machines: options.max_machines_per_tenant,
             this: this.clone(),
         });
         Ok(store)

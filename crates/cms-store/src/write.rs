@@ -7,6 +7,10 @@
 //! its node groups, its set of config patches) or that replaces a tenant's
 //! status ends by recomputing the tenant's `ConfigPatchesResolved` condition
 //! ([`crate::refs`]) in the same view.
+//!
+//! A write of a tenant or a node group is held to the cap on the tenant's
+//! machines ([`machines_within`]), summed in the same view, so that two
+//! writers at once cannot both pass it.
 
 use std::sync::Arc;
 
@@ -20,6 +24,46 @@ use crate::render::{json, map_text};
 use crate::rows;
 use crate::view::{Side, View};
 use crate::{FINALIZER_MACHINES, FINALIZER_SECRETS};
+
+/// Runs `rule`, a write of `key`, and refuses it when it leaves the tenant
+/// with more machines (the sum of its node groups' counts) than `max` and
+/// more than before: a tenant over a lowered cap may still shrink.
+pub(crate) fn machines_within<T>(
+    view: &mut View<'_>,
+    key: &Key,
+    max: u64,
+    rule: impl FnOnce(&mut View<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    if !matches!(key.kind, Kind::Tenant | Kind::NodeGroup) {
+        return rule(view);
+    }
+    let tenant = key.owner().name;
+    let before = machines(view, &tenant)?;
+    let out = rule(view)?;
+    let after = machines(view, &tenant)?;
+    if after > max && after > before {
+        let field = match key.kind {
+            Kind::NodeGroup => "spec.count",
+            _ => "spec.nodeGroups",
+        };
+        let message = format!(
+            "tenant {tenant:?} would have {after} machines (the sum of its node groups' counts), \
+             over the limit of {max} per tenant"
+        );
+        return Err(StoreError::Invalid { field: field.to_string(), message });
+    }
+    Ok(out)
+}
+
+/// The sum of the counts of the node groups of `tenant`.
+fn machines(view: &View<'_>, tenant: &str) -> Result<u64, StoreError> {
+    let mut sum = 0u64;
+    for row in view.children(tenant, Some(Kind::NodeGroup)) {
+        let spec = json::<Value>(&row.spec)?;
+        sum = sum.saturating_add(spec.get("count").and_then(Value::as_u64).unwrap_or(0));
+    }
+    Ok(sum)
+}
 
 /// Creates the object of `key`; a tenant with its inline node groups and
 /// sealed secrets.

@@ -28,9 +28,11 @@ pub enum TenancyError {
     /// control-plane endpoint before any control-plane machine.
     #[error("{0}")]
     NotReady(String),
-    /// The store refused or failed a read or a write.
+    /// The store refused or failed a read or a write. (A write the store
+    /// finds invalid, such as one over the cap on a tenant's machines, is
+    /// [`TenancyError::Invalid`], naming the field.)
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// Talos interop failed: an unsupported version, a config that does not
     /// render, a bundle that does not open.
     #[error(transparent)]
@@ -48,6 +50,15 @@ pub enum TenancyError {
     /// A background task of the operation died.
     #[error("a background task failed: {0}")]
     Task(String),
+}
+
+impl From<StoreError> for TenancyError {
+    fn from(err: StoreError) -> TenancyError {
+        match err {
+            StoreError::Invalid { field, message } => TenancyError::Invalid(FieldError { field, message }),
+            err => TenancyError::Store(err),
+        }
+    }
 }
 
 impl TenancyError {
@@ -75,5 +86,16 @@ mod tests {
         assert!(!TenancyError::NoSecrets("a".into()).is_transient());
         assert!(!TenancyError::Conflict("missing patch".into()).is_transient());
         assert!(!TenancyError::Store(StoreError::NotFound("tenant \"a\"".into())).is_transient());
+    }
+
+    #[test]
+    fn invalid_store_writes_name_their_field() {
+        let err = StoreError::Invalid { field: "spec.count".into(), message: "over the limit".into() };
+        match TenancyError::from(err) {
+            TenancyError::Invalid(field) => {
+                assert_eq!(field, FieldError::new("spec.count", "over the limit"))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 }

@@ -12,6 +12,9 @@
 //!   the documents and the node API credentials.
 //! - [`Rekeyer`]: online rotation of the sealing key: every replica follows
 //!   the active key the store names, and one re-seals the stored blobs.
+//! - [`login_signing_key`] (`login_key.rs`): the login signing key, kept
+//!   sealed in the store's settings; one an older version kept in the clear
+//!   is sealed on start.
 //! - The seams it implements for the other crates, each mocked under the
 //!   `testsuite` feature: [`MachineConfigs`] ([`StoreMachineConfigs`]: the
 //!   user data that cloud instances boot with), [`NodeClient`]
@@ -35,6 +38,7 @@ mod error;
 mod key_pool;
 mod kube;
 mod kube_client;
+mod login_key;
 mod nodes;
 mod rekey;
 mod render;
@@ -51,6 +55,7 @@ pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, UploadStream};
 pub use credentials::MockTenantCredentials;
 pub use credentials::{SealedCredentials, TenantCredentials};
 pub use error::TenancyError;
+pub use login_key::{LOGIN_KEY_PURPOSE, LOGIN_KEY_SETTING, login_signing_key, seal_clear_login_key};
 #[cfg(any(test, feature = "testsuite"))]
 pub use nodes::MockNodeClient;
 pub use nodes::{
@@ -63,6 +68,6 @@ pub use rekey::{
 #[cfg(any(test, feature = "testsuite"))]
 pub use render::MockMachineConfigs;
 pub use render::{MachineConfigs, StoreMachineConfigs};
-pub use resources::Writable;
+pub use resources::{REMOVABLE_ANNOTATIONS, SERVICE_ANNOTATION_PREFIX, Writable, service_annotations};
 pub use secrets::{CERTIFICATE_EXPIRY_GAUGE, Secrets, SecretsOptions};
-pub use tenancy::{Tenancy, find};
+pub use tenancy::{DEFAULT_MAX_GROUP_COUNT, Tenancy, find};

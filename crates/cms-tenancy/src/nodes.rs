@@ -2,8 +2,11 @@
 //! [`NodeClient`] is the seam, [`TenantNodeClient`] the real client, on
 //! [`cms_nodeapi`] with each tenant's credentials (a short-lived admin
 //! client certificate from its sealed bundle). Metal hosts that have no
-//! config yet are asked in maintenance mode. etcd's snapshots pass through
-//! as streams of chunks, never whole in memory.
+//! config yet are asked in maintenance mode; a host that has taken one is
+//! only ever spoken to over mTLS against the tenant's OS CA, and a node
+//! whose certificate that CA did not sign is [`NodeError::Untrusted`].
+//! etcd's snapshots pass through as streams of chunks, never whole in
+//! memory.
 
 use std::fmt;
 use std::pin::Pin;
@@ -37,12 +40,50 @@ pub enum NodeError {
     /// cannot be opened now.
     #[error("no credentials: {0}")]
     Credentials(#[source] TenancyError),
+    /// The node's TLS certificate is not one the tenant's OS CA signed: a
+    /// host that is not the tenant's node, such as an impostor on its
+    /// address or a host reset outside `cms`. Nothing was sent to it.
+    #[error("the node's certificate at {endpoint} is not signed by the tenant's OS CA")]
+    Untrusted { endpoint: String },
     /// The call itself failed: a bad address, no connection, or the node's answer.
     #[error(transparent)]
-    Api(#[from] NodeApiError),
-    /// A config was applied both ways, and both failed.
+    Api(NodeApiError),
+    /// A host with no config yet was asked both ways, and both failed.
     #[error("{first_way}: {first}; {second_way}: {second}")]
     Apply { first_way: &'static str, first: Box<NodeError>, second_way: &'static str, second: Box<NodeError> },
+}
+
+impl From<NodeApiError> for NodeError {
+    /// A failed call; a node whose certificate fails the tenant's OS CA is
+    /// [`NodeError::Untrusted`].
+    fn from(err: NodeApiError) -> NodeError {
+        match &err {
+            NodeApiError::Connect { endpoint, source } if untrusted_certificate(source) => {
+                NodeError::Untrusted { endpoint: endpoint.clone() }
+            }
+            _ => NodeError::Api(err),
+        }
+    }
+}
+
+/// Whether a connection failed because rustls refused the server's
+/// certificate. rustls's error travels inside an `io::Error`, whose
+/// `source` skips it, so each `io::Error` of the chain is opened too.
+fn untrusted_certificate(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(err) = next {
+        if let Some(rustls::Error::InvalidCertificate(_)) = err.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        let inner = err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref());
+        if let Some(inner) = inner
+            && untrusted_certificate(inner)
+        {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// An etcd snapshot as it arrives: its chunks in order, or the error that
@@ -53,12 +94,15 @@ pub type SnapshotChunks = Pin<Box<dyn Stream<Item = Result<Vec<u8>, NodeError>> 
 #[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
 #[async_trait]
 pub trait NodeClient: Send + Sync + 'static {
-    /// `ApplyConfiguration` with `config` (YAML). A node that has never
-    /// taken a config of this tenant (`configured` false) is a host in
-    /// maintenance mode, asked without a client certificate; a configured
-    /// one is asked with the tenant's credentials, to apply without a
-    /// reboot. Each falls back to the other, since a host may have been
-    /// reset or configured meanwhile.
+    /// `ApplyConfiguration` with `config` (YAML). A configured node (one
+    /// that has taken a config of this tenant) is asked with the tenant's
+    /// credentials only, to apply without a reboot: a node that fails the
+    /// tenant's OS CA is [`NodeError::Untrusted`] and gets nothing. A node
+    /// that has never taken one (`configured` false, or reset by the
+    /// service) is a host in maintenance mode, asked without a client
+    /// certificate and trusting any server certificate; it falls back to
+    /// the tenant's credentials, since it may have been configured
+    /// meanwhile.
     async fn apply_config(&self, node: &NodeRef, config: &str, configured: bool) -> Result<(), NodeError>;
 
     /// `Version`, with the tenant's credentials: the Talos version the node
@@ -177,18 +221,20 @@ impl NodeClient for TenantNodeClient {
             mode: ApplyMode::NoReboot,
             name: "with the tenant's credentials",
         };
+        if configured {
+            // Never the maintenance way: it trusts any server.
+            return self.apply_with(&target, with_tenant, config).await;
+        }
         let in_maintenance = Way {
             credentials: Ok(NodeCredentials::maintenance()),
             mode: ApplyMode::Auto,
             name: "in maintenance mode",
         };
-        let (first, second) =
-            if configured { (with_tenant, in_maintenance) } else { (in_maintenance, with_tenant) };
-        let (first_way, second_way) = (first.name, second.name);
-        let Err(first) = self.apply_with(&target, first, config).await else {
+        let (first_way, second_way) = (in_maintenance.name, with_tenant.name);
+        let Err(first) = self.apply_with(&target, in_maintenance, config).await else {
             return Ok(());
         };
-        match self.apply_with(&target, second, config).await {
+        match self.apply_with(&target, with_tenant, config).await {
             Ok(()) => Ok(()),
             Err(second) => Err(NodeError::Apply {
                 first_way,
@@ -272,3 +318,6 @@ impl NodeClient for TenantNodeClient {
         Ok(self.api.bootstrap(&target, &credentials, request).await?)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,9 @@
 //!
 //! The active key is the setting [`ACTIVE_KEY_SETTING`], written by
 //! `cms-server keys rotate`; without it, the first configured key is
-//! active. Each re-seal is a compare-and-swap on the bytes read
+//! active. The stored blobs are the tenants' bundles and two settings: the
+//! canary and the login signing key (`login_key.rs`). Each re-seal is a
+//! compare-and-swap on the bytes read
 //! ([`Sealed::replace_secrets`]), so a blob that changed meanwhile is left
 //! to the next pass and nothing is re-sealed twice. The passes go on until
 //! one finds nothing to do, well after the last change of key, so that a
@@ -21,9 +23,10 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use cms_store::{Lease, Leases, Sealed};
-use cms_talos::{BUNDLE_PURPOSE, Sealer};
+use cms_talos::{BUNDLE_PURPOSE, Sealer, TalosError};
 
 use crate::error::TenancyError;
+use crate::login_key::{self, LOGIN_KEY_SETTING};
 use crate::secrets::Secrets;
 
 /// The setting that names the active sealing key.
@@ -69,7 +72,8 @@ impl std::fmt::Debug for RekeyLease {
     }
 }
 
-/// Stored blobs per key id: the tenants' bundles and the canary.
+/// Stored blobs per key id: the tenants' bundles, the canary and the login
+/// signing key.
 pub type Census = BTreeMap<String, u64>;
 
 /// What one pass found and did.
@@ -130,7 +134,8 @@ impl Rekeyer {
             return Ok(pass);
         }
         let mut lease = lease.cloned();
-        self.reseal_canary(&mut pass).await?;
+        self.reseal_setting(CANARY_SETTING, Sealer::reseal_canary, &mut pass).await?;
+        self.reseal_setting(LOGIN_KEY_SETTING, login_key::reseal, &mut pass).await?;
         let mut after = None;
         loop {
             let page = self.store.sealed_secrets(after.clone(), self.options.batch).await?;
@@ -173,16 +178,22 @@ impl Rekeyer {
         Ok(())
     }
 
-    async fn reseal_canary(&self, pass: &mut Pass) -> Result<(), TenancyError> {
-        let Some(stored) = self.store.setting(CANARY_SETTING.to_string()).await? else { return Ok(()) };
+    /// Re-seals the setting `name`, which holds a sealed blob as base64,
+    /// with `reseal`. A login key still in the clear is left to the next
+    /// start, which seals it.
+    async fn reseal_setting(&self, name: &str, reseal: Reseal, pass: &mut Pass) -> Result<(), TenancyError> {
+        let Some(stored) = self.store.setting(name.to_string()).await? else { return Ok(()) };
+        if login_key::is_clear(&stored) {
+            return Ok(());
+        }
         let Ok(sealed) = STANDARD.decode(stored.trim()) else {
             pass.skipped += 1;
             return Ok(());
         };
         let Some(from) = self.due(&sealed) else { return Ok(()) };
-        let Some(resealed) = self.sealer().reseal_canary(&sealed)? else { return Ok(()) };
+        let Some(resealed) = reseal(self.sealer(), &sealed)? else { return Ok(()) };
         let replaced =
-            self.store.replace_setting(CANARY_SETTING.to_string(), stored, STANDARD.encode(resealed)).await?;
+            self.store.replace_setting(name.to_string(), stored, STANDARD.encode(resealed)).await?;
         self.count(pass, &from, replaced);
         Ok(())
     }
@@ -285,15 +296,25 @@ pub async fn follow_active_key(store: &dyn Sealed, sealer: &Sealer) -> Result<bo
     Ok(true)
 }
 
-/// Stored blobs per key id, read a page at a time.
+/// How a setting's sealed blob is sealed again with the active key: `None`
+/// when the active key sealed it already.
+type Reseal = fn(&Sealer, &[u8]) -> Result<Option<Vec<u8>>, TalosError>;
+
+/// Stored blobs per key id, read a page at a time. A login key still in the
+/// clear is no sealed blob, and is not counted.
 pub async fn census(store: &dyn Sealed) -> Result<Census, TenancyError> {
     let mut by_key = Census::new();
     let mut count = |sealed: &[u8]| {
         let key_id = Sealer::sealed_key_id(sealed).map_or("(unreadable)", |id| id);
         *by_key.entry(key_id.to_string()).or_default() += 1;
     };
-    if let Some(canary) = store.setting(CANARY_SETTING.to_string()).await? {
-        count(&STANDARD.decode(canary.trim()).unwrap_or_default());
+    for name in [CANARY_SETTING, LOGIN_KEY_SETTING] {
+        match store.setting(name.to_string()).await? {
+            Some(stored) if !login_key::is_clear(&stored) => {
+                count(&STANDARD.decode(stored.trim()).unwrap_or_default());
+            }
+            _ => {}
+        }
     }
     let mut after = None;
     loop {

@@ -5,8 +5,15 @@
 //! time. [`Writable::check`] is what the API checks, so a Rust tool that
 //! writes through [`crate::Tenancy`] is refused exactly where the API
 //! refuses.
+//!
+//! The `service.io/*` annotations are the service's: [`service_annotations`]
+//! keeps those a replacement omits and refuses any it adds or changes, but
+//! for [`REMOVABLE_ANNOTATIONS`], which a replacement that omits them
+//! removes.
 
-use cms_model::{ConfigPatch, FieldError, Kind, NodeGroup, ObjectMeta, Resource, Tenant};
+use std::collections::BTreeMap;
+
+use cms_model::{ConfigPatch, FieldError, Kind, NodeGroup, NodeGroupSpec, ObjectMeta, Resource, Tenant};
 use cms_store::Draft;
 use serde::Serialize;
 
@@ -25,9 +32,18 @@ pub trait Writable: Sized {
     /// The resource's metadata.
     fn metadata(&self) -> &ObjectMeta;
 
+    /// The resource's metadata, to change.
+    fn metadata_mut(&mut self) -> &mut ObjectMeta;
+
     /// What the store writes: labels, annotations and spec. Status is never
     /// taken from a writer.
     fn draft(self) -> Result<Draft, TenancyError>;
+
+    /// Checks the resource's sizes: no node group's `count`, nor its metal
+    /// hosts, over `max_group_count`.
+    fn check_sizes(&self, _max_group_count: u32) -> Result<(), FieldError> {
+        Ok(())
+    }
 }
 
 impl Writable for Tenant {
@@ -50,8 +66,19 @@ impl Writable for Tenant {
         &self.metadata
     }
 
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
     fn draft(self) -> Result<Draft, TenancyError> {
         draft(self)
+    }
+
+    fn check_sizes(&self, max_group_count: u32) -> Result<(), FieldError> {
+        for (index, group) in self.spec.node_groups.iter().flatten().enumerate() {
+            check_group_size(&format!("spec.nodeGroups[{index}]"), group, max_group_count)?;
+        }
+        Ok(())
     }
 }
 
@@ -66,8 +93,16 @@ impl Writable for NodeGroup {
         }
     }
 
+    fn check_sizes(&self, max_group_count: u32) -> Result<(), FieldError> {
+        check_group_size("spec", &self.spec, max_group_count)
+    }
+
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 
     fn draft(self) -> Result<Draft, TenancyError> {
@@ -87,9 +122,65 @@ impl Writable for ConfigPatch {
         &self.metadata
     }
 
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
     fn draft(self) -> Result<Draft, TenancyError> {
         draft(self)
     }
+}
+
+/// The prefix of the annotations the service writes and users may not.
+pub const SERVICE_ANNOTATION_PREFIX: &str = "service.io/";
+
+/// The service annotations a user may remove, by replacing the resource
+/// without them: `service.io/rollout-paused` (removing it resumes a paused
+/// rollout). None may be added or changed.
+pub const REMOVABLE_ANNOTATIONS: &[&str] = &["service.io/rollout-paused"];
+
+/// The annotations a write stores: `wanted`, with the service annotations
+/// of `current` (the stored object's; none on a create) that it omits kept,
+/// but for [`REMOVABLE_ANNOTATIONS`]. A service annotation that `wanted`
+/// adds or changes is refused, naming it.
+pub fn service_annotations(
+    current: &BTreeMap<String, String>,
+    mut wanted: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, FieldError> {
+    for (key, value) in &wanted {
+        if key.starts_with(SERVICE_ANNOTATION_PREFIX) && current.get(key) != Some(value) {
+            let field = format!("metadata.annotations[{key:?}]");
+            let message = match current.contains_key(key) {
+                true => "is written by the service and cannot be changed; leave it out to keep it",
+                false => "is written by the service and cannot be added",
+            };
+            return Err(FieldError::new(field, message));
+        }
+    }
+    for (key, value) in current {
+        let kept =
+            key.starts_with(SERVICE_ANNOTATION_PREFIX) && !REMOVABLE_ANNOTATIONS.contains(&key.as_str());
+        if kept {
+            wanted.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    Ok(wanted)
+}
+
+/// Checks that the node group at `path` asks for at most `max` machines and
+/// lists at most `max` metal hosts, so that no spec makes the reconciler
+/// allocate without bound.
+fn check_group_size(path: &str, group: &NodeGroupSpec, max: u32) -> Result<(), FieldError> {
+    if group.count > max {
+        let message = format!("is {}, over the limit of {max} machines per node group", group.count);
+        return Err(FieldError::new(format!("{path}.count"), message));
+    }
+    let hosts = group.metal_hosts().len();
+    if hosts > max as usize {
+        let message = format!("lists {hosts} hosts, over the limit of {max} per node group");
+        return Err(FieldError::new(format!("{path}.providerConfig.hosts"), message));
+    }
+    Ok(())
 }
 
 /// Turns a checked resource into what the store writes.
@@ -129,6 +220,53 @@ mod tests {
         assert_eq!(resource.draft().expect("drafts").spec["nodeGroups"], serde_json::json!([]));
     }
 
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect()
+    }
+
+    #[test]
+    fn omitted_service_annotations_are_kept_but_the_removable_ones() {
+        let current = map(&[
+            ("service.io/bootstrapped", "cp-0 2026-01-01T00:00:00Z"),
+            ("service.io/rollout-paused", "3"),
+            ("team", "x"),
+        ]);
+        let kept = service_annotations(&current, map(&[("owner", "y")])).expect("allowed");
+        assert_eq!(kept, map(&[("owner", "y"), ("service.io/bootstrapped", "cp-0 2026-01-01T00:00:00Z")]));
+        let same = service_annotations(&current, current.clone()).expect("the same values are allowed");
+        assert_eq!(same, current);
+    }
+
+    #[test]
+    fn a_changed_or_added_service_annotation_is_refused_naming_it() {
+        let current = map(&[("service.io/bootstrapped", "cp-0 2026-01-01T00:00:00Z")]);
+        let check = |wanted: &[(&str, &str)], field: &str, says: &str| {
+            let err = service_annotations(&current, map(wanted)).expect_err("refused");
+            assert_eq!(err.field, field);
+            assert!(err.message.contains(says), "{err}");
+        };
+        check(
+            &[("service.io/bootstrapped", "cp-1 now")],
+            r#"metadata.annotations["service.io/bootstrapped"]"#,
+            "cannot be changed",
+        );
+        check(
+            &[("service.io/config-hash", "abc")],
+            r#"metadata.annotations["service.io/config-hash"]"#,
+            "cannot be added",
+        );
+        check(
+            &[("service.io/rollout-paused", "1")],
+            r#"metadata.annotations["service.io/rollout-paused"]"#,
+            "cannot be added",
+        );
+        let created = service_annotations(&BTreeMap::new(), map(&[("service.io/applied-inputs", "x")]));
+        assert_eq!(
+            created.expect_err("a create adds none").field,
+            r#"metadata.annotations["service.io/applied-inputs"]"#
+        );
+    }
+
     #[test]
     fn talos_versions_outside_the_range_name_their_field() {
         let mut resource = tenant(
@@ -137,5 +275,36 @@ mod tests {
         );
         let err = resource.check().expect_err("1.7 is too old");
         assert_eq!(err.field, "spec.nodeGroups[0].talosVersion");
+    }
+
+    #[test]
+    fn sizes_over_the_cap_name_their_field() {
+        let hosts = r#"{"hosts":[{"address":"10.0.0.1"},{"address":"10.0.0.2"},{"address":"10.0.0.3"}]}"#;
+        let group = |count: u32| {
+            format!(
+                r#"{{"name":"w","role":"worker","count":{count},"providerClass":"metal:bare","providerConfig":{hosts}}}"#
+            )
+        };
+        let inline = |count: u32| {
+            tenant(&format!(
+                r#"{{"metadata":{{"name":"a"}},"spec":{{"kubernetesVersion":"1.31.0","nodeGroups":[{}]}}}}"#,
+                group(count)
+            ))
+        };
+        let err = inline(3).check_sizes(2).expect_err("a count of 3 is over 2");
+        assert_eq!(err.field, "spec.nodeGroups[0].count");
+        assert!(err.message.contains("over the limit of 2"), "{err}");
+        let err = inline(1).check_sizes(2).expect_err("three hosts are over 2");
+        assert_eq!(err.field, "spec.nodeGroups[0].providerConfig.hosts");
+        inline(3).check_sizes(3).expect("at the cap");
+
+        let resource: NodeGroup =
+            parse_json(format!(r#"{{"metadata":{{"name":"w"}},"spec":{}}}"#, group(3)).as_bytes())
+                .expect("parses");
+        assert_eq!(resource.check_sizes(2).expect_err("over").field, "spec.count");
+        let one: NodeGroup =
+            parse_json(format!(r#"{{"metadata":{{"name":"w"}},"spec":{}}}"#, group(1)).as_bytes())
+                .expect("parses");
+        assert_eq!(one.check_sizes(2).expect_err("over").field, "spec.providerConfig.hosts");
     }
 }

@@ -1,16 +1,21 @@
 //! [`Tenancy`]: what each tenant operation means, callable without HTTP.
 //! The API's handlers parse and authorize, then call these; a Rust tool on
 //! `cms-tenancy` and `cms-store` gets the same checks and the same errors.
+//! Every write here keeps the `service.io/*` annotations to the service
+//! ([`crate::service_annotations`]); the reconciler writes them through the
+//! store.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use cms_model::Tenant;
 use cms_store::{Deleted, Key, Object, Store, StoreError};
+use serde::Deserialize;
 
 use crate::error::TenancyError;
 use crate::reservations::Reservations;
-use crate::resources::Writable;
+use crate::resources::{Writable, service_annotations};
 use crate::secrets::Secrets;
 
 /// Tenant operations over a store and the tenants' secrets. Cloning is cheap.
@@ -20,7 +25,12 @@ pub struct Tenancy {
     secrets: Arc<Secrets>,
     /// Tenant names whose create is under way on this process.
     creating: Reservations,
+    /// The largest `count` (and metal host list) of one node group.
+    max_group_count: u32,
 }
+
+/// The default of [`Tenancy::with_max_group_count`].
+pub const DEFAULT_MAX_GROUP_COUNT: u32 = 100;
 
 impl fmt::Debug for Tenancy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -30,7 +40,21 @@ impl fmt::Debug for Tenancy {
 
 impl Tenancy {
     pub fn new(store: Arc<dyn Store>, secrets: Arc<Secrets>) -> Tenancy {
-        Tenancy { store, secrets, creating: Reservations::default() }
+        Tenancy {
+            store,
+            secrets,
+            creating: Reservations::default(),
+            max_group_count: DEFAULT_MAX_GROUP_COUNT,
+        }
+    }
+
+    /// Caps the `count` of one node group, and the hosts of a metal group,
+    /// at `max`: a write over it is [`TenancyError::Invalid`] naming the
+    /// field. (The cap on a tenant's machines is the store's,
+    /// `StoreOptions::max_machines_per_tenant`.)
+    pub fn with_max_group_count(mut self, max: u32) -> Tenancy {
+        self.max_group_count = max;
+        self
     }
 
     /// The store the operations write to.
@@ -64,6 +88,9 @@ impl Tenancy {
     /// store's transaction still decides between replicas.
     pub async fn create_tenant(&self, mut tenant: Tenant) -> Result<Arc<Object>, TenancyError> {
         tenant.check()?;
+        tenant.check_sizes(self.max_group_count)?;
+        let wanted = std::mem::take(&mut tenant.metadata.annotations);
+        tenant.metadata.annotations = service_annotations(&BTreeMap::new(), wanted)?;
         let name = tenant.metadata.name.clone();
         let key = Key::tenant(name.clone());
         if self.store.get(&key).is_some() {
@@ -86,6 +113,9 @@ impl Tenancy {
         mut resource: R,
     ) -> Result<Arc<Object>, TenancyError> {
         resource.check()?;
+        resource.check_sizes(self.max_group_count)?;
+        let wanted = std::mem::take(&mut resource.metadata_mut().annotations);
+        resource.metadata_mut().annotations = service_annotations(&BTreeMap::new(), wanted)?;
         let key = Key::child(R::KIND, tenant, resource.metadata().name.clone());
         Ok(self.store.create(key, resource.draft()?).await?)
     }
@@ -108,9 +138,22 @@ impl Tenancy {
         self.replace(key, resource).await
     }
 
+    /// Replaces the object at `key`, keeping its service annotations. They
+    /// are read from the cache at the version the writer read: a cache at
+    /// another version answers 409, since the store accepts the write only
+    /// at that version, whose annotations are the ones merged.
     async fn replace<R: Writable>(&self, key: Key, mut resource: R) -> Result<Arc<Object>, TenancyError> {
         let expected = resource.metadata().read_at()?;
         resource.check()?;
+        resource.check_sizes(self.max_group_count)?;
+        let current = self.find(&key)?;
+        if current.resource_version != expected {
+            let current = current.resource_version;
+            return Err(StoreError::Conflict { what: key.to_string(), expected, current }.into());
+        }
+        let stored: Annotated = current.parse().map_err(TenancyError::corrupt(&key))?;
+        let wanted = std::mem::take(&mut resource.metadata_mut().annotations);
+        resource.metadata_mut().annotations = service_annotations(&stored.metadata.annotations, wanted)?;
         Ok(self.store.update(key, resource.draft()?, expected).await?)
     }
 
@@ -119,6 +162,19 @@ impl Tenancy {
     pub async fn delete(&self, key: Key) -> Result<Deleted, TenancyError> {
         Ok(self.store.delete(key).await?)
     }
+}
+
+/// A stored object's annotations.
+#[derive(Deserialize)]
+struct Annotated {
+    #[serde(default)]
+    metadata: AnnotatedMeta,
+}
+
+#[derive(Default, Deserialize)]
+struct AnnotatedMeta {
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
 }
 
 /// The object at `key`, or [`TenancyError::NotFound`] naming the tenant

@@ -23,6 +23,7 @@ use crate::{Action, Context, reconcile};
 mod cluster;
 mod fakes;
 mod leader;
+mod trust;
 mod upgrades;
 
 use fakes::{Etcd, Kube};

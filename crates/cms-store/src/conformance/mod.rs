@@ -5,6 +5,7 @@
 mod accounts;
 mod audit;
 mod leases;
+mod limits;
 mod patch_refs;
 mod resources;
 mod secrets;
@@ -39,7 +40,8 @@ macro_rules! conformance_suite {
             audit_records_read_back_newest_first, audit_pages_and_filters, audit_retention_keeps_the_newest,
             audit_records_never_fail_concurrent_writes, token_touches_never_fail_concurrent_writes,
             a_tenant_put_is_one_event_with_the_condition, the_condition_follows_the_patches,
-            status_writes_keep_the_condition, tenants_without_refs_never_get_the_condition);
+            status_writes_keep_the_condition, tenants_without_refs_never_get_the_condition,
+            concurrent_group_creates_share_the_machine_cap, the_machine_cap_refuses_growth_but_not_shrinking);
     };
     (@cases $url:expr; $($case:ident),* $(,)?) => {
         $(
@@ -55,6 +57,7 @@ macro_rules! conformance_suite {
 pub use accounts::*;
 pub use audit::*;
 pub use leases::*;
+pub use limits::*;
 pub use patch_refs::*;
 pub use resources::*;
 pub use secrets::*;

@@ -176,3 +176,50 @@ async fn a_restore_waits_for_no_server() {
     drop(lock);
     restore_sqlite(&url(&database), &backup).await.expect("the restore goes on once the lock is free");
 }
+
+/// The mode bits of `path`.
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap_or_else(|err| panic!("{}: {err}", path.display())).permissions().mode()
+        & 0o777
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("the mode is set");
+}
+
+#[tokio::test]
+async fn the_database_a_backup_and_a_restored_copy_are_owner_only() {
+    // The usual umask, which leaves new files readable by others: only the
+    // store's own care makes its files private.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    let (dir, database, store) = store_with(&["alpha"]).await;
+    let wal = dir.path().join("cms.db-wal");
+    let shm = dir.path().join("cms.db-shm");
+    for file in [&database, &wal, &shm] {
+        assert_eq!(mode(file), 0o600, "{} of a new store", file.display());
+    }
+    // Files an older version left readable are tightened at the next open.
+    for file in [&database, &wal, &shm] {
+        set_mode(file, 0o644);
+    }
+    let again = open(&database).await;
+    for file in [&database, &wal, &shm] {
+        assert_eq!(mode(file), 0o600, "{} after an open", file.display());
+    }
+    drop(again);
+
+    let backup = dir.path().join("backup.db");
+    backup_sqlite(&url(&database), &backup).await.expect("the backup is written");
+    assert_eq!(mode(&backup), 0o600, "the backup");
+    drop(store);
+
+    set_mode(&backup, 0o644);
+    let fresh = tempfile::tempdir().expect("a temporary directory");
+    let data = fresh.path().join("data");
+    let restored = data.join("cms.db");
+    restore_sqlite(&url(&restored), &backup).await.expect("the restore succeeds");
+    assert_eq!(mode(&restored), 0o600, "the restored copy, of a backup readable by others");
+    assert_eq!(mode(&data), 0o700, "the folder the restore made");
+}

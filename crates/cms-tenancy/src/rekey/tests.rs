@@ -6,6 +6,7 @@ use cms_store::{MockSealed, StoreError};
 use cms_talos::SealingKey;
 
 use super::*;
+use crate::login_key::LOGIN_KEY_PURPOSE;
 use crate::secrets::SecretsOptions;
 
 /// The store's sealed data in memory, with the store's compare-and-swap.
@@ -161,4 +162,31 @@ async fn run_follows_a_change_of_key_and_stops_when_told() {
     assert_eq!(secrets.sealer().current_key_id(), "k2");
     stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(5), running).await.expect("it stops").unwrap();
+}
+
+#[tokio::test]
+async fn the_login_key_is_counted_and_re_sealed_and_one_in_the_clear_is_left_to_the_start() {
+    let sealer = keyring();
+    let store = filled(&sealer, 2);
+    let sealed_key = sealer.seal("", LOGIN_KEY_PURPOSE, &[9; 32]).unwrap();
+    store.put_setting(LOGIN_KEY_SETTING.into(), STANDARD.encode(sealed_key)).await.unwrap();
+    assert_eq!(census(store.as_ref()).await.unwrap(), census_of(&[("k1", 4)]), "the login key counts");
+    let secrets = secrets(sealer);
+    let rekeyer = Rekeyer::new(store.clone(), secrets.clone(), options(10), None);
+    store.put_setting(ACTIVE_KEY_SETTING.into(), "k2".into()).await.unwrap();
+    rekeyer.follow_active_key().await.unwrap();
+    let pass = rekeyer.pass(None).await.unwrap();
+    assert_eq!((pass.resealed, pass.skipped), (4, 0));
+    assert_eq!(census(store.as_ref()).await.unwrap(), census_of(&[("k2", 4)]));
+    let only_k2 = Sealer::new(SealingKey::new("k2", [2; 32]).unwrap());
+    let stored = store.settings.lock().unwrap()[LOGIN_KEY_SETTING].clone();
+    let opened = only_k2.open("", LOGIN_KEY_PURPOSE, &STANDARD.decode(stored).unwrap()).unwrap();
+    assert_eq!(opened, [9; 32], "the same key, sealed by k2");
+
+    // A key an older version left in the clear is no sealed blob: the next
+    // start seals it; the pass neither counts nor skips it.
+    store.put_setting(LOGIN_KEY_SETTING.into(), hex::encode([9; 32])).await.unwrap();
+    assert_eq!(census(store.as_ref()).await.unwrap(), census_of(&[("k2", 3)]));
+    let pass = rekeyer.pass(None).await.unwrap();
+    assert_eq!((pass.resealed, pass.skipped), (0, 0));
 }

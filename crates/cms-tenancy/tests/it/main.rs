@@ -12,12 +12,19 @@ use futures_util::StreamExt;
 use tempfile::TempDir;
 
 mod nodes;
+mod sizes;
 
 /// A tenancy over a fresh store, and the directory that holds it.
 async fn tenancy() -> (Tenancy, TempDir) {
+    tenancy_with(|options| options).await
+}
+
+/// A tenancy over a fresh store opened with the options `options` makes of
+/// the defaults, and the directory that holds it.
+async fn tenancy_with(options: impl FnOnce(StoreOptions) -> StoreOptions) -> (Tenancy, TempDir) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("cms.db").display());
-    let store = SqlStore::open(&StoreOptions::new(url)).await.expect("the store opens");
+    let store = SqlStore::open(&options(StoreOptions::new(url))).await.expect("the store opens");
     let sealer = Sealer::new(SealingKey::generate("test").expect("a key"));
     // Keys are made on demand: a pool's thread would compete with parallel tests.
     let secrets = Secrets::new(sealer, SecretsOptions { key_pool: 0, ..SecretsOptions::default() });
@@ -160,4 +167,44 @@ async fn one_spec_write_is_one_watch_event_with_its_condition_already_right() {
     let (_, seen) = next_event(&mut watch).await.expect("the tenant's condition changes with the patch");
     assert_eq!(resolved(&seen.status), Some("True"));
     assert!(next_event(&mut watch).await.is_none(), "one write, one tenant event");
+}
+
+#[tokio::test]
+async fn a_replacement_keeps_the_service_annotations_and_cannot_change_them() {
+    let (tenancy, _dir) = tenancy().await;
+    let created = tenancy.create_tenant(tenant("1.9.6", "")).await.expect("created");
+    // The reconciler writes its annotations through the store.
+    let mut annotations = created.parse::<Tenant>().unwrap().metadata.annotations;
+    annotations.insert("service.io/bootstrapped".into(), "cp-0 2026-01-01T00:00:00Z".into());
+    annotations.insert("service.io/rollout-paused".into(), "1".into());
+    let draft = cms_store::Draft {
+        annotations,
+        spec: serde_json::to_value(tenant("1.9.6", "").spec).unwrap(),
+        ..Default::default()
+    };
+    let written = tenancy.store().update(Key::tenant("acme"), draft, created.resource_version).await.unwrap();
+
+    let mut replacement = tenant("1.9.6", "");
+    replacement.metadata.resource_version = Some(written.resource_version);
+    replacement.metadata.annotations.insert("service.io/bootstrapped".into(), "cp-1 now".into());
+    let (field, _) = field_error(tenancy.update_tenant(replacement.clone()).await);
+    assert_eq!(field, r#"metadata.annotations["service.io/bootstrapped"]"#);
+
+    replacement.metadata.annotations.clear();
+    let replaced = tenancy.update_tenant(replacement).await.expect("replaced");
+    let kept = replaced.parse::<Tenant>().unwrap().metadata.annotations;
+    assert_eq!(kept.get("service.io/bootstrapped").map(String::as_str), Some("cp-0 2026-01-01T00:00:00Z"));
+    assert!(!kept.contains_key("service.io/rollout-paused"), "the one a user may remove is removed");
+
+    let mut stale = tenant("1.9.6", "");
+    stale.metadata.resource_version = Some(written.resource_version);
+    match tenancy.update_tenant(stale).await {
+        Err(TenancyError::Store(StoreError::Conflict { .. })) => {}
+        other => panic!("a stale version is a conflict: {other:?}"),
+    }
+    let mut forged = tenant("1.9.6", "");
+    forged.metadata.name = "beta".into();
+    forged.metadata.annotations.insert("service.io/applied-inputs".into(), "x".into());
+    let (field, _) = field_error(tenancy.create_tenant(forged).await);
+    assert_eq!(field, r#"metadata.annotations["service.io/applied-inputs"]"#);
 }

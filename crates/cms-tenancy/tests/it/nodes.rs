@@ -1,7 +1,7 @@
 //! The reconciler's node API seam, [`TenantNodeClient`], against fake nodes
 //! over real mTLS: an etcd snapshot streamed out of one cluster and into a
 //! control plane of another, which starts etcd from it, and the leader
-//! handing over.
+//! handing over; a configured host's impostor that gets nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,8 @@ use cms_model::UserRole;
 use cms_nodeapi::NodeCredentials;
 use cms_talos::SecretsBundle;
 use cms_tenancy::{
-    NodeClient, NodeRef, TenancyError, TenantCredentials, TenantNodeClient, UploadStream, talos_node_api,
+    NodeClient, NodeError, NodeRef, TenancyError, TenantCredentials, TenantNodeClient, UploadStream,
+    talos_node_api,
 };
 use futures_util::StreamExt;
 
@@ -87,4 +88,33 @@ async fn a_snapshot_moves_to_a_fresh_cluster_chunk_by_chunk_and_etcd_starts_from
         again.to_string().contains("AlreadyExists") || again.to_string().contains("not empty"),
         "{again}"
     );
+}
+
+/// A configured host's address taken by an impostor: a node whose
+/// certificate another CA signed, in maintenance mode (it takes clients
+/// without a certificate) or not. The config is never sent, and the error
+/// says why.
+#[tokio::test]
+async fn an_impostor_on_a_configured_hosts_address_gets_no_config() {
+    let bundle = SecretsBundle::generate("1.14.0").expect("a bundle");
+    let foreign = SecretsBundle::generate("1.14.0").expect("another bundle");
+    let nodes =
+        TenantNodeClient::new(talos_node_api(Duration::from_secs(5)), Arc::new(Credentials(bundle.clone())));
+    let config = "version: v1alpha1\nmachine:\n  type: worker\n";
+    for options in [
+        FakeNodeOptions::new(foreign.os_ca().clone()).maintenance(),
+        FakeNodeOptions::new(foreign.os_ca().clone()).client_ca(bundle.os_ca().clone()),
+    ] {
+        let impostor = FakeNode::start(options).await.expect("a fake node");
+        let node = NodeRef {
+            tenant: "acme".into(),
+            machine: "w-0".into(),
+            management_address: impostor.addr().to_string(),
+        };
+        let err = nodes.apply_config(&node, config, true).await.expect_err("the impostor is refused");
+        assert!(matches!(err, NodeError::Untrusted { .. }), "{err:?}");
+        assert!(err.to_string().contains("is not signed by the tenant's OS CA"), "{err}");
+        assert!(impostor.calls().is_empty(), "nothing reached the impostor: {:?}", impostor.calls());
+        assert!(matches!(nodes.version(&node).await, Err(NodeError::Untrusted { .. })));
+    }
 }
