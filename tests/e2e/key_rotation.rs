@@ -138,7 +138,7 @@ async fn rotation_under_load_keeps_every_secret_open_then_the_old_key_goes() {
     let requests = loader.await.expect("the load runs");
     assert_eq!(failures.load(Ordering::Relaxed), 0, "no request failed during the rotation");
     let count = resealed(&api).await;
-    assert!(count >= 31.0, "the 30 tenants and the canary at least: {count}");
+    assert!(count >= 32.0, "the 30 tenants, the canary and the login signing key at least: {count}");
     documents_download(&api, &names).await;
     api.post(TENANTS, &tenant("after")).await.expect(201);
     for watch in &mut watches {
@@ -235,7 +235,11 @@ async fn two_replicas_re_seal_each_blob_once() {
     settled(&options, a.data_dir()).await;
     let took = started.elapsed();
     let (on_a, on_b) = (resealed(&a.api()).await, resealed(&b.api()).await);
-    assert_eq!(on_a + on_b, 31.0, "30 tenants and the canary, each once: {on_a} + {on_b}");
+    assert_eq!(
+        on_a + on_b,
+        32.0,
+        "30 tenants, the canary and the login signing key, each once: {on_a} + {on_b}"
+    );
     documents_download(&a.api(), &names).await;
     documents_download(&b.api(), &names).await;
     eprintln!(

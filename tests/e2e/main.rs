@@ -5,6 +5,7 @@
 //! `cargo xtask e2e`, which does both.
 
 mod api_guide;
+mod at_rest;
 mod audit;
 mod auth;
 mod backup;
@@ -41,6 +42,7 @@ mod provisioning;
 mod replicas;
 mod secrets;
 mod shutdown;
+mod sizes;
 mod sso;
 mod tenants;
 mod traces;

@@ -1,12 +1,19 @@
 //! `cms-server backup --to FILE` and `cms-server restore --from FILE`: the
 //! embedded SQLite store as one file (`docs/backup.md`). They find the
 //! database as `serve` does, from the same settings, and print what they
-//! wrote; the work is `cms_store::backup_sqlite` and `restore_sqlite`.
+//! wrote; the work is `cms_store::backup_sqlite` and `restore_sqlite`, whose
+//! files are owner-only (0600). What `backup` says of the copy is checked:
+//! a login signing key that an older version left in the clear (and no
+//! server of this version sealed yet) is reported, not called sealed.
 
 use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use cms_talos::Sealer;
+use cms_tenancy::LOGIN_KEY_SETTING;
 
 use crate::settings::Settings;
 
@@ -30,31 +37,56 @@ pub(crate) async fn backup(settings: &Settings, to: &Path) -> anyhow::Result<()>
         snapshot.tenants,
         snapshot.revision
     );
+    let login_key = cms_store::sqlite_setting(&settings.database_url(), &snapshot.path, LOGIN_KEY_SETTING)
+        .await
+        .context("could not read the copy")?;
+    let sealed = match login_key {
+        Some(stored) => is_sealed(&stored),
+        None => true,
+    };
+    let what = match sealed {
+        true => "tenant secrets and the login signing key are",
+        false => "tenant secrets are",
+    };
     say!(
         out,
-        "tenant secrets are sealed in the copy and open only with the secrets key ({}), \
-         which is not in it: back the key up on its own",
+        "the copy is readable by its owner only (mode 0600); {what} sealed in it and open only with \
+         the secrets key ({}), which is not in it: back the key up on its own",
         key_source(settings)
     );
+    if !sealed {
+        say!(
+            out,
+            "warning: the copy holds the login signing key in the clear, as a cms-server older than this \
+             one stored it: start this version's server once, which seals it, and back up again"
+        );
+    }
     Ok(())
+}
+
+/// Whether a stored setting holds a sealed blob, as base64.
+fn is_sealed(stored: &str) -> bool {
+    STANDARD.decode(stored.trim()).is_ok_and(|blob| Sealer::sealed_key_id(&blob).is_ok())
 }
 
 /// Replaces the store with the backup `from`; refused while a server runs
 /// on it.
 pub(crate) async fn restore(settings: &Settings, from: &Path) -> anyhow::Result<()> {
     refuse_postgres(settings)?;
-    std::fs::create_dir_all(&settings.data_dir)
-        .with_context(|| format!("could not create the data directory {}", settings.data_dir.display()))?;
+    let warning = crate::data_dir::prepare(&settings.data_dir)?;
     let restored =
         cms_store::restore_sqlite(&settings.database_url(), from).await.context("restore failed")?;
     let mut out = std::io::stdout().lock();
+    if let Some(warning) = warning {
+        say!(out, "warning: {warning}");
+    }
     if let Some(previous) = &restored.previous {
         say!(out, "kept the previous database as {}", previous.display());
     }
     let database = &restored.database;
     say!(
         out,
-        "restored {} from {} ({} bytes, {} tenants, revision {})",
+        "restored {} from {} ({} bytes, {} tenants, revision {}), readable by its owner only (mode 0600)",
         database.path.display(),
         from.display(),
         database.bytes,

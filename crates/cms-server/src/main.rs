@@ -8,10 +8,15 @@
 //! prober, the authenticator, the app), `listening on <addr>`, and on SIGTERM
 //! closing watch streams and draining requests; `provisioning.rs`, the
 //! driver and the controller task over the same store and secrets;
+//! `tool_state.rs`, the tool's states checked before it starts (the state
+//! key's fingerprint, the state schemas' names on PostgreSQL);
 //! `backup.rs`, the `backup` and `restore` commands for the embedded store;
-//! `keys.rs`, the `keys status` and `keys rotate` commands.
+//! `keys.rs`, the `keys status` and `keys rotate` commands; `data_dir.rs`,
+//! the umask 077 set first thing and the data directory made or tightened
+//! to 0700.
 
 mod backup;
+mod data_dir;
 mod identity;
 mod keys;
 mod logging;
@@ -19,6 +24,7 @@ mod provisioning;
 mod sealing;
 mod serve;
 mod settings;
+mod tool_state;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -80,6 +86,8 @@ enum KeysCommand {
 }
 
 fn main() -> ExitCode {
+    // Before any file is made, by any command.
+    data_dir::private_umask();
     match cms_service::block_on(run(Args::parse())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

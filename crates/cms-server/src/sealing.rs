@@ -8,6 +8,9 @@
 //! A sealed canary is stored once in the store's settings; at every start
 //! one of the keys must open it, so a wrong key stops the server with a
 //! clear error instead of failing at the first download.
+//!
+//! The login signing key, unless `CMS_LOGIN_SIGNING_KEY` sets it, is kept
+//! in the store sealed with the same keyring (`cms_tenancy::login_signing_key`).
 
 use anyhow::{Context, bail};
 use base64::Engine;
@@ -15,7 +18,7 @@ use base64::engine::general_purpose::STANDARD;
 use cms_store::{Accounts, Sealed};
 use cms_talos::{Sealer, SealingKey};
 use cms_tenancy::{ACTIVE_KEY_SETTING, CANARY_SETTING};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::{ExposeSecret, SecretSlice, SecretString};
 
 use crate::settings::Settings;
 
@@ -102,4 +105,22 @@ pub(crate) async fn activate(store: &dyn Sealed, sealer: &Sealer, source: &str) 
              (CMS_SECRETS_OTHER_KEYS, or a line of the key file)"
         )
     })
+}
+
+/// The login signing key: `CMS_LOGIN_SIGNING_KEY`, else the key kept sealed
+/// in the store (generated on the first start). A key that an older version
+/// stored in the clear is sealed in place either way.
+pub(crate) async fn login_signing_key(
+    settings: &Settings,
+    store: &(impl Accounts + Sealed),
+    sealer: &Sealer,
+) -> anyhow::Result<SecretSlice<u8>> {
+    let context = "could not read the login signing key from the store";
+    match &settings.login_signing_key {
+        Some(key) => {
+            cms_tenancy::seal_clear_login_key(store, sealer).await.context(context)?;
+            Ok(SecretSlice::from(key.expose_secret().as_bytes().to_vec()))
+        }
+        None => cms_tenancy::login_signing_key(store, sealer).await.context(context),
+    }
 }

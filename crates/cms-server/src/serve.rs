@@ -36,8 +36,9 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     // The metrics recorder, before anything records.
     cms_service::metrics_handle();
 
-    std::fs::create_dir_all(&settings.data_dir)
-        .with_context(|| format!("could not create the data directory {}", settings.data_dir.display()))?;
+    if let Some(warning) = crate::data_dir::prepare(&settings.data_dir)? {
+        tracing::warn!("{warning}");
+    }
     // Held until the server exits, so that a restore (or a second server)
     // cannot replace the embedded database under it.
     let _lock = match settings.is_postgres() {
@@ -48,6 +49,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     store_options.event_retention = settings.event_retention;
     store_options.watch_buffer = settings.watch_buffer;
     store_options.audit_retention = settings.audit_retention;
+    store_options.max_machines_per_tenant = settings.max_machines_per_tenant;
     // A first start on embedded SQLite will need the first admin: its
     // password is hashed while the store is created.
     let prepared = (settings.database_url.is_none() && !settings.data_dir.join(DATABASE_FILE).exists())
@@ -57,7 +59,8 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let sealer = sealing::sealer(&settings, store.as_ref()).await?;
     let secrets = Secrets::new(sealer, settings.secrets_options())
         .map_err(|err| anyhow::anyhow!("invalid secrets settings: {err}"))?;
-    let auth = Arc::new(authenticator(&settings, store.clone()).await?);
+    let login_key = sealing::login_signing_key(&settings, store.as_ref(), secrets.sealer()).await?;
+    let auth = Arc::new(authenticator(&settings, store.clone(), login_key).await?);
     // The first admin is created while the server already serves; a login
     // that comes meanwhile waits for it.
     let held = auth.hold_logins().await;
@@ -79,16 +82,21 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         // `CMS_SECURE_COOKIES` marks the console's cookie `Secure`.
         secure_cookies: settings.secure_cookies,
         public_url: settings.public_url.clone(),
+        metrics_tenant_labels: settings.metrics_tenant_labels,
     };
     if options.insecure_disable_auth {
         tracing::warn!(
             "authentication is DISABLED: every request is served as admin (CMS_INSECURE_DISABLE_AUTH)"
         );
     }
-    let provisioning = settings
-        .provisioning
-        .then(|| Provisioning::start(&settings, store.clone(), store.clone(), secrets.clone()));
-    let tenancy = Tenancy::new(store.clone(), secrets.clone());
+    let provisioning = match settings.provisioning {
+        true => {
+            let state_key = crate::tool_state::prepare(&settings, store.as_ref()).await?;
+            Some(Provisioning::start(&settings, state_key, store.clone(), store.clone(), secrets.clone()))
+        }
+        false => None,
+    };
+    let tenancy = Tenancy::new(store.clone(), secrets.clone()).with_max_group_count(settings.max_group_count);
     let store_for_keys = store.clone();
     let backups = backups(&settings, store.clone(), secrets.clone())?;
     let schedules = schedules(&settings, store.clone(), backups.clone());
@@ -190,7 +198,11 @@ fn backup_store(settings: &Settings) -> anyhow::Result<Arc<dyn BackupStore>> {
 const BACKUP_STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The authenticator, with the login signing key.
-async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Result<Authenticator> {
+async fn authenticator(
+    settings: &Settings,
+    store: Arc<SqlStore>,
+    signing_key: SecretSlice<u8>,
+) -> anyhow::Result<Authenticator> {
     let (sso, workloads) = crate::identity::options(settings)?;
     let options = AuthOptions {
         password_login: settings.password_login,
@@ -202,10 +214,9 @@ async fn authenticator(settings: &Settings, store: Arc<SqlStore>) -> anyhow::Res
             requests_per_second: settings.request_rate_per_identity,
             request_burst: settings.request_burst_per_identity,
         },
-        signing_key: settings
-            .login_signing_key
-            .as_ref()
-            .map(|key| SecretSlice::from(key.expose_secret().as_bytes().to_vec())),
+        login_concurrency: settings.login_concurrency,
+        tokens_per_user: settings.tokens_per_user,
+        signing_key: Some(signing_key),
         ..AuthOptions::default()
     };
     Authenticator::new(store, options).await.context("could not set up authentication")

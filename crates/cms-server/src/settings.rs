@@ -40,6 +40,7 @@ const KEYS: &[&str] = &[
     "login_signing_key",
     "insecure_disable_auth",
     "secure_cookies",
+    "metrics_tenant_labels",
     "secrets_key",
     "secrets_key_id",
     "secrets_other_keys",
@@ -75,6 +76,10 @@ const KEYS: &[&str] = &[
     "watches_per_identity",
     "request_rate_per_identity",
     "request_burst_per_identity",
+    "login_concurrency",
+    "tokens_per_user",
+    "max_group_count",
+    "max_machines_per_tenant",
 ];
 
 /// The whole configuration of the server.
@@ -124,6 +129,9 @@ pub(crate) struct Settings {
     /// Marks the console's session cookie `Secure`: set it when clients
     /// reach the server over TLS (a proxy in front terminating it).
     pub(crate) secure_cookies: bool,
+    /// Serves the `/metrics` series labelled with tenant names to anonymous
+    /// callers too; else only callers with a valid bearer token see them.
+    pub(crate) metrics_tenant_labels: bool,
     /// The key that seals tenant secrets at rest: standard base64 of 32
     /// bytes. When unset, the key file `<data_dir>/secrets.key` is used, and
     /// created with mode 0600 on first start.
@@ -215,6 +223,17 @@ pub(crate) struct Settings {
     pub(crate) request_rate_per_identity: u32,
     /// How many requests one identity may make at once above that rate.
     pub(crate) request_burst_per_identity: u32,
+    /// How many password checks of logins run at once; the cores the
+    /// process may use when unset.
+    pub(crate) login_concurrency: usize,
+    /// How many API tokens one user may hold.
+    pub(crate) tokens_per_user: usize,
+    /// The largest `count` of one node group (and the most hosts a metal
+    /// group lists).
+    pub(crate) max_group_count: u32,
+    /// The most machines a tenant may have: the sum of its node groups'
+    /// counts.
+    pub(crate) max_machines_per_tenant: u64,
 }
 
 impl Default for Settings {
@@ -242,6 +261,7 @@ impl Default for Settings {
             login_signing_key: None,
             insecure_disable_auth: false,
             secure_cookies: false,
+            metrics_tenant_labels: service.metrics_tenant_labels,
             secrets_key: None,
             secrets_key_id: "k1".to_string(),
             secrets_other_keys: None,
@@ -277,6 +297,10 @@ impl Default for Settings {
             watches_per_identity: limits.watches_per_identity,
             request_rate_per_identity: limits.requests_per_second,
             request_burst_per_identity: limits.request_burst,
+            login_concurrency: cms_auth::AuthOptions::default_login_concurrency(),
+            tokens_per_user: cms_auth::AuthOptions::DEFAULT_TOKENS_PER_USER,
+            max_group_count: cms_tenancy::DEFAULT_MAX_GROUP_COUNT,
+            max_machines_per_tenant: store.max_machines_per_tenant,
         }
     }
 }

@@ -40,6 +40,14 @@ impl Settings {
                  (0 turns the rate off)"
             );
         }
+        if self.login_concurrency == 0 {
+            bail!(
+                "CMS_LOGIN_CONCURRENCY must be at least 1: the number of password checks of logins run at once"
+            );
+        }
+        if self.tokens_per_user == 0 {
+            bail!("CMS_TOKENS_PER_USER must be at least 1: the number of API tokens one user may hold");
+        }
         if self.body_limit == 0 {
             bail!("CMS_BODY_LIMIT must be at least 1 byte");
         }
@@ -56,6 +64,22 @@ impl Settings {
         }
         if self.audit_retention == 0 {
             bail!("CMS_AUDIT_RETENTION must be at least 1");
+        }
+        if self.max_group_count == 0 {
+            bail!("CMS_MAX_GROUP_COUNT must be at least 1: the largest count of one node group");
+        }
+        if self.max_machines_per_tenant == 0 {
+            bail!(
+                "CMS_MAX_MACHINES_PER_TENANT must be at least 1: the sum of a tenant's node groups' counts"
+            );
+        }
+        if u64::from(self.max_group_count) > self.max_machines_per_tenant {
+            bail!(
+                "CMS_MAX_GROUP_COUNT ({}) must not be over CMS_MAX_MACHINES_PER_TENANT ({}): one node group \
+                 is part of a tenant",
+                self.max_group_count,
+                self.max_machines_per_tenant
+            );
         }
         if self.login_token_ttl.is_zero() {
             bail!("CMS_LOGIN_TOKEN_TTL must be longer than zero");

@@ -22,6 +22,8 @@ fn defaults() {
     assert_eq!(settings.client_cert_ttl, Duration::from_secs(24 * 3600));
     assert_eq!(settings.client_cert_max_ttl, Duration::from_secs(24 * 3600));
     assert_eq!(settings.default_talos_version, "1.14.0");
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    assert_eq!((settings.login_concurrency, settings.tokens_per_user), (cores, 100));
 }
 
 #[test]
@@ -66,8 +68,8 @@ fn other_keys_rekeying_and_the_state_key() {
     assert_eq!(sealer.current_key_id(), "k1", "the first key is active until a rotation");
     assert!(source.contains("CMS_SECRETS_OTHER_KEYS"), "{source}");
     assert_eq!((settings.rekey_options().poll, settings.rekey_options().batch), (Duration::from_secs(1), 7));
-    let state_key = crate::provisioning::state_key(&settings).unwrap();
-    assert_eq!(state_key.expose_secret(), "pinned");
+    let state_key = crate::tool_state::StateKey::read(&settings).unwrap();
+    assert_eq!(state_key.secret.expose_secret(), "pinned");
     assert!(!format!("{settings:?}").contains(k2), "other keys never print");
     let message = |pairs: &[(&str, &str)]| format!("{:#}", Settings::load(None, env(pairs)).unwrap_err());
     let broken = message(&[("CMS_SECRETS_OTHER_KEYS", &format!("k2:{k2}"))]);
@@ -99,6 +101,8 @@ fn environment_overrides_the_file() {
             ("CMS_SEND_TIMEOUT", "5s"),
             ("CMS_EVENT_RETENTION", "50"),
             ("CMS_AUDIT_RETENTION", "5000"),
+            ("CMS_MAX_GROUP_COUNT", "7"),
+            ("CMS_MAX_MACHINES_PER_TENANT", "20"),
             ("CMS_TOFU_BINARY", "/usr/bin/tofu"),
             ("CMS_BOOTSTRAP_ADMIN_PASSWORD", "12345"),
         ]),
@@ -112,6 +116,19 @@ fn environment_overrides_the_file() {
     assert_eq!(settings.send_timeout, Duration::from_secs(5));
     assert_eq!(settings.event_retention, 50);
     assert_eq!(settings.audit_retention, 5000);
+    assert_eq!((settings.max_group_count, settings.max_machines_per_tenant), (7, 20));
+}
+
+#[test]
+fn size_caps_default_sanely_and_are_checked() {
+    let defaults = Settings::load(None, env(&[])).unwrap();
+    assert_eq!((defaults.max_group_count, defaults.max_machines_per_tenant), (100, 500));
+    let message = |pairs: &[(&str, &str)]| format!("{:#}", Settings::load(None, env(pairs)).unwrap_err());
+    assert!(message(&[("CMS_MAX_GROUP_COUNT", "0")]).contains("CMS_MAX_GROUP_COUNT must be at least 1"));
+    let over = message(&[("CMS_MAX_GROUP_COUNT", "10"), ("CMS_MAX_MACHINES_PER_TENANT", "5")]);
+    assert!(over.contains("must not be over CMS_MAX_MACHINES_PER_TENANT (5)"), "{over}");
+    let zero = message(&[("CMS_MAX_MACHINES_PER_TENANT", "0")]);
+    assert!(zero.contains("CMS_MAX_MACHINES_PER_TENANT must be at least 1"), "{zero}");
 }
 
 #[test]
@@ -144,6 +161,12 @@ fn refusals() {
     let off = env(&[("CMS_REQUEST_RATE_PER_IDENTITY", "0"), ("CMS_REQUEST_BURST_PER_IDENTITY", "0")]);
     assert_eq!(Settings::load(None, off).expect("no rate").request_rate_per_identity, 0);
     assert!(message(&[("CMS_LOGIN_SIGNING_KEY", "short")]).contains("at least 32 bytes"));
+    let logins = message(&[("CMS_LOGIN_CONCURRENCY", "0")]);
+    assert!(logins.contains("CMS_LOGIN_CONCURRENCY must be at least 1"), "{logins}");
+    assert!(message(&[("CMS_TOKENS_PER_USER", "0")]).contains("CMS_TOKENS_PER_USER must be at least 1"));
+    let set = env(&[("CMS_LOGIN_CONCURRENCY", "3"), ("CMS_TOKENS_PER_USER", "7")]);
+    let set = Settings::load(None, set).expect("both set");
+    assert_eq!((set.login_concurrency, set.tokens_per_user), (3, 7));
     let open = message(&[("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_LISTEN", "0.0.0.0:8080")]);
     assert!(open.contains("loopback"), "{open}");
     let local = [("CMS_INSECURE_DISABLE_AUTH", "true"), ("CMS_LISTEN", "127.0.0.1:0")];
@@ -153,4 +176,11 @@ fn refusals() {
     writeln!(file, "listn = \"127.0.0.1:9000\"").unwrap();
     let typo = format!("{:#}", Settings::load(Some(file.path()), HashMap::new()).unwrap_err());
     assert!(typo.contains("unknown keys") && typo.contains("listn"), "{typo}");
+}
+
+#[test]
+fn tenant_names_on_metrics_are_for_authenticated_scrapes_unless_set() {
+    assert!(!Settings::load(None, env(&[])).unwrap().metrics_tenant_labels);
+    let allowed = env(&[("CMS_METRICS_TENANT_LABELS", "true")]);
+    assert!(Settings::load(None, allowed).unwrap().metrics_tenant_labels);
 }
