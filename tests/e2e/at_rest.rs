@@ -2,8 +2,8 @@
 //! the database, its `-wal` and `-shm`, a `cms-server backup` and a restored
 //! copy are 0600, whatever the umask the server starts with; the login
 //! signing key is sealed in the store, tokens outlive a restart, and a key
-//! an older version kept in the clear is sealed on start with its tokens
-//! still valid.
+//! an older version kept in the clear is replaced on start by a new sealed
+//! one, so its tokens stop verifying.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -20,9 +20,10 @@ use secrecy::SecretString;
 /// The sealing key: standard base64 of 32 bytes.
 const SECRETS_KEY: &str = "QXQtcmVzdCBzZWFsaW5nIGtleSBmb3IgZTJlIHRlc3Q=";
 const SECRETS_KEY_ID: &str = "e2e-at-rest";
-/// The setting that holds the login signing key.
+/// The setting that holds the login signing key (`cms_tenancy::LOGIN_KEY_SETTING`;
+/// this crate does not depend on cms-tenancy).
 const LOGIN_KEY_SETTING: &str = "login-signing-key";
-/// The purpose the login signing key is sealed for.
+/// The purpose the login signing key is sealed for (`cms_tenancy::LOGIN_KEY_PURPOSE`).
 const LOGIN_KEY_PURPOSE: &str = "cms:login-signing-key";
 
 fn options() -> ServerOptions {
@@ -128,7 +129,7 @@ async fn the_login_signing_key_is_sealed_and_tokens_outlive_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_login_key_left_in_the_clear_is_sealed_and_its_tokens_still_verify() {
+async fn a_login_key_left_in_the_clear_is_replaced_and_its_tokens_stop_verifying() {
     // An older version's key: a token signed with it, and the key in the
     // clear in the store, as hex.
     let old_key = "a-login-key-an-older-version-kept-in-the-clear";
@@ -148,10 +149,17 @@ async fn a_login_key_left_in_the_clear_is_sealed_and_its_tokens_still_verify() {
     assert!(report.ok().contains("warning: the copy holds the login signing key in the clear"), "{report}");
     assert!(!report.ok().contains("the login signing key are sealed"), "{report}");
 
+    // The start replaces the key (the harness logs in with the new one):
+    // the old key, which copies taken before the upgrade still hold, signs
+    // nothing the server accepts.
     let server = stopped.restart_with(options()).await;
     let stored = stored_login_key(&dir).await;
     assert_ne!(stored, hex(old_key.as_bytes()), "the key is no longer in the clear");
-    assert_eq!(opened(&stored), old_key.as_bytes(), "the same key, sealed");
-    Api::new(server.addr()).with_token(Some(token)).get(TENANTS).await.expect(200);
+    let key = opened(&stored);
+    assert_eq!(key.len(), 32, "a new random key");
+    assert_ne!(key, old_key.as_bytes(), "not the old key, sealed");
+    Api::new(server.addr()).with_token(Some(token)).get(TENANTS).await.expect_error(401, "Unauthorized");
+    server.api().get(TENANTS).await.expect(200);
+    assert!(server.output().contains("replaced the login signing key"), "{}", server.output());
     server.terminate().await;
 }

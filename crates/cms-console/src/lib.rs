@@ -106,6 +106,13 @@ impl fmt::Debug for Body {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoginAttempt(pub String);
 
+/// In an answer's extensions, beside [`LoginAttempt`]: the sign-in's
+/// password was checked (it succeeded, or the password was wrong). A
+/// failed sign-in without it (password login off, throttled, too many at
+/// once) cost its sender nothing, and the audit log does not keep it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PasswordChecked;
+
 /// In a request's extensions: the address of the client, as the connection's
 /// peer. A sign-in's failures are counted by it; without it, every
 /// sign-in counts as from one unknown address.

@@ -13,7 +13,7 @@ use crate::failure::Failure;
 use crate::form::Form;
 use crate::reply::{self, Outcome, Refused};
 use crate::session::{self, safe_next};
-use crate::{Console, LoginAttempt, PeerAddr, Request, Response, csrf, layout};
+use crate::{Console, LoginAttempt, PasswordChecked, PeerAddr, Request, Response, csrf, layout};
 
 /// `GET /login`: the form, or straight to `next` when already signed in.
 pub(crate) async fn page(console: &Console, request: &Request) -> Outcome {
@@ -35,7 +35,9 @@ pub(crate) async fn submit(console: &Console, request: &Request) -> Outcome {
     let next = safe_next(form.get("next"));
     let password = SecretString::from(form.get("password"));
     let from = request.extensions().get::<PeerAddr>().map(|PeerAddr(ip)| *ip);
-    let mut response = match console.auth.login(user, &password, from).await {
+    let result = console.auth.login(user, &password, from).await;
+    let checked = matches!(result, Ok(_) | Err(AuthError::Unauthorized(_)));
+    let mut response = match result {
         Ok((token, _expires)) => {
             let mut response = reply::redirect(next);
             let cookie = HeaderValue::from_str(&session::set_cookie(console, &token))
@@ -55,6 +57,9 @@ pub(crate) async fn submit(console: &Console, request: &Request) -> Outcome {
         Err(err) => Failure::from(err).page(None),
     };
     response.extensions_mut().insert(LoginAttempt(user.to_string()));
+    if checked {
+        response.extensions_mut().insert(PasswordChecked);
+    }
     Ok(response)
 }
 

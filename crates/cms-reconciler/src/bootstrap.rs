@@ -17,7 +17,7 @@ use cms_tofu::WorkspacePlan;
 
 use crate::machines;
 use crate::rollout::set_annotation;
-use crate::settle::CONFIG_HASH_ANNOTATION;
+use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN};
 use crate::{Context, ReconcileError};
 
 /// The tenant annotation naming the control plane chosen to bootstrap etcd,
@@ -61,7 +61,12 @@ pub(crate) async fn ensure(
     };
     let metal = plan.machines.iter().any(|m| m.id == chosen && m.provider == Provider::Metal);
     let configured = match metal {
-        true => machine.metadata.annotations.contains_key(CONFIG_HASH_ANNOTATION),
+        // A host marked configured but not yet with its own config is not.
+        true => machine
+            .metadata
+            .annotations
+            .get(CONFIG_HASH_ANNOTATION)
+            .is_some_and(|hash| hash != CONFIG_UNKNOWN),
         false => machine.spec.connected,
     };
     let Some(address) = machine.spec.management_address.clone().filter(|_| configured) else {

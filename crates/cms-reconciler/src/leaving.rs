@@ -16,25 +16,32 @@
 //! 3. A metal host is `resetting`: `Reset` wipes it and it reboots into
 //!    maintenance mode, free for reuse (graceful for a worker; a control
 //!    plane has left etcd already). A host that does not answer for
-//!    [`RESET_TIMEOUT`] is let go, with a warning.
+//!    [`RESET_TIMEOUT`] is let go, with a warning; it was never wiped, so
+//!    it stays configured: only a `Reset` the node acknowledged removes
+//!    [`CONFIG_HASH_ANNOTATION`], and a host let go keeps being spoken to
+//!    over mTLS only (when its machine is removed, the tenant's
+//!    `service.io/configured-hosts` remembers its address, `machines.rs`).
 //! 4. `removing-node`: its Node object is deleted.
 //! 5. `deleting`: done; the next apply removes it.
 //!
 //! Before etcd is bootstrapped there is no etcd to leave and no API to
 //! drain through. A metal host that never took a config leaves at once. A
-//! machine the workspace holds again once it has left starts anew, from
-//! maintenance mode.
+//! machine the workspace holds again once it has left starts anew: from
+//! maintenance mode when its host was reset, else configured, its config
+//! due over mTLS ([`CONFIG_UNKNOWN`]). An operator who wiped such a host by
+//! hand DELETEs its machine, which starts it anew.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use cms_model::{Machine, MachineStatus, Provider, Role};
+use cms_model::{Kind, Machine, MachineStatus, Provider, Role};
+use cms_store::Key;
 use cms_tofu::WorkspacePlan;
 
 use crate::cluster::{self, Answer, machine_of, node_of, node_ref};
 use crate::machines::{newest_first, planned};
-use crate::settle::{CONFIG_HASH_ANNOTATION, Observed, write};
+use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN, Observed, write};
 use crate::{Context, ReconcileError};
 
 /// The machine annotation of a leaving machine: `<step> <since>`.
@@ -162,13 +169,18 @@ async fn walk(
         None => (Step::Draining, Utc::now()),
     };
     let mut machine = machine.clone();
+    // Whether the node acknowledged its `Reset`: only then is it wiped.
+    let mut wiped = false;
     loop {
         let elapsed = (Utc::now() - since).to_std().unwrap_or_default();
         let next = match step {
             Step::Draining => drain(tenant, &machine, elapsed, ctx).await,
             Step::LeavingEtcd => leave_etcd(tenant, &machine, live, ctx).await,
             Step::Resetting if !metal => Ok(Step::RemovingNode),
-            Step::Resetting => reset(tenant, &machine, role, elapsed, ctx).await,
+            Step::Resetting => reset(tenant, &machine, role, elapsed, ctx).await.map(|acknowledged| {
+                wiped = acknowledged;
+                Step::RemovingNode
+            }),
             Step::RemovingNode if !bootstrapped => Ok(Step::Left),
             Step::RemovingNode => remove_node(tenant, &machine, elapsed, ctx).await,
             Step::Left => Err(String::new()),
@@ -182,7 +194,7 @@ async fn walk(
             if target != step {
                 since = Utc::now();
             }
-            machine = record(ctx, tenant, &machine, target, since, metal).await?;
+            machine = record(ctx, tenant, &machine, (target, since), metal, wiped).await?;
         }
         step = target;
         match why {
@@ -193,24 +205,26 @@ async fn walk(
     }
 }
 
-/// Writes the step into the machine's annotation and stage; a host that
-/// was reset has no config any more.
+/// Writes the step into the machine's annotation and stage; a host whose
+/// node acknowledged its reset (`wiped`) has no config any more, and one
+/// let go without has it still.
 async fn record(
     ctx: &Context,
     tenant: &str,
     machine: &Machine,
-    step: Step,
-    since: DateTime<Utc>,
+    (step, since): (Step, DateTime<Utc>),
     metal: bool,
+    wiped: bool,
 ) -> Result<Machine, ReconcileError> {
     let mut annotations = machine.metadata.annotations.clone();
     annotations.insert(LEAVING_ANNOTATION.to_string(), format!("{} {}", step.stage(), since.to_rfc3339()));
-    let wiped = metal && matches!(step, Step::RemovingNode | Step::Left);
     if wiped {
         annotations.remove(CONFIG_HASH_ANNOTATION);
     }
+    // Its Node goes at `removing-node`; the machine stops answering for good once it left.
+    let gone = metal && step == Step::Left;
     let status = MachineStatus { stage: step.stage().to_string(), ready: false, ..machine.status.clone() };
-    let connected = machine.spec.connected && !wiped;
+    let connected = machine.spec.connected && !gone;
     tracing::info!(tenant, machine = %machine.metadata.name, stage = step.stage(), "leaving");
     let observed = Observed { annotations, connected, status };
     let mut next = machine.clone();
@@ -218,14 +232,21 @@ async fn record(
     next.spec.connected = observed.connected;
     next.status = observed.status.clone();
     write(ctx, tenant, machine, observed).await?;
-    Ok(next)
+    // The machine as written, with its new version: the next step's write
+    // with the old one would be lost, and an acknowledged reset with it.
+    let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
+    Ok(ctx.store.get(&key).and_then(|object| object.parse().ok()).unwrap_or(next))
 }
 
-/// A machine that left is wanted again: it starts anew, from maintenance mode.
+/// A machine that left is wanted again: it starts anew, from maintenance
+/// mode when its host was reset; a host that was not is still configured,
+/// and takes its config again over mTLS.
 async fn rejoin(ctx: &Context, tenant: &str, machine: &Machine) -> Result<(), ReconcileError> {
     let mut annotations = machine.metadata.annotations.clone();
     annotations.remove(LEAVING_ANNOTATION);
-    annotations.remove(CONFIG_HASH_ANNOTATION);
+    if annotations.contains_key(CONFIG_HASH_ANNOTATION) {
+        annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), CONFIG_UNKNOWN.to_string());
+    }
     let status = MachineStatus { stage: "provisioning".into(), ready: false, ..machine.status.clone() };
     write(ctx, tenant, machine, Observed { annotations, connected: false, status }).await
 }
@@ -325,23 +346,24 @@ async fn leave_etcd(
     Err(format!("leaving etcd: {left}; no other member removed it"))
 }
 
-/// A metal host wipes itself; one that does not answer is let go after a while.
+/// A metal host wipes itself; one that does not answer is let go after a
+/// while. Gives whether the node acknowledged the reset.
 async fn reset(
     tenant: &str,
     machine: &Machine,
     role: Role,
     elapsed: Duration,
     ctx: &Context,
-) -> Result<Step, String> {
-    let Some(node) = node_ref(tenant, machine) else { return Ok(Step::RemovingNode) };
+) -> Result<bool, String> {
+    let Some(node) = node_ref(tenant, machine) else { return Ok(false) };
     match ctx.nodes.reset(&node, role != Role::ControlPlane).await {
         Ok(()) => {
             tracing::info!(tenant, machine = %machine.metadata.name, "reset");
-            Ok(Step::RemovingNode)
+            Ok(true)
         }
         Err(err) if elapsed > RESET_TIMEOUT => {
-            tracing::warn!(tenant, machine = %machine.metadata.name, %err, "the host did not reset; letting it go");
-            Ok(Step::RemovingNode)
+            tracing::warn!(tenant, machine = %machine.metadata.name, %err, "the host did not reset; letting it go, still configured");
+            Ok(false)
         }
         Err(err) => Err(format!("resetting: {err}")),
     }

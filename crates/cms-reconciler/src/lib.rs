@@ -13,7 +13,8 @@
 //! Where things are: `reconcile.rs`, converge or clean up one tenant;
 //! `plan.rs`, the desired workspace (`<group>-<index>` machine ids);
 //! `machines.rs`, machines in the store from the projection; `settle.rs`,
-//! metal hosts take their config (tracked by `service.io/config-hash`) and
+//! metal hosts take their config (tracked by `service.io/config-hash`; a
+//! configured host is only ever sent one over mTLS) and
 //! machines are asked `Version` until they answer; `rollout.rs`, rolling Talos
 //! upgrades, control planes one at a time (the etcd leader last, as
 //! `leader.rs` tells it), then workers within `maxParallelism`, with their
@@ -46,11 +47,11 @@ pub use bootstrap::{BOOTSTRAP_NODE_ANNOTATION, BOOTSTRAPPED_ANNOTATION};
 pub use controller::{ControllerOptions, run};
 pub use error::ReconcileError;
 pub use leaving::{DRAIN_TIMEOUT, LEAVING_ANNOTATION, RESET_TIMEOUT};
-pub use machines::{NODE_API_PORT, management_address};
+pub use machines::{CONFIGURED_HOSTS_ANNOTATION, NODE_API_PORT, management_address};
 pub use plan::{desired, machine_id};
 pub use reconcile::{APPLIED_ANNOTATION, Context, LEAVE_POLL, LeaseOptions, NODE_RETRY, reconcile};
 pub use rollout::{PAUSED_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
-pub use settle::CONFIG_HASH_ANNOTATION;
+pub use settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN};
 pub use status::{
     BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_READY, NODES_READY, PROVISIONED, UPGRADING,
 };

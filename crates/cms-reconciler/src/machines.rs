@@ -1,20 +1,64 @@
 //! Machines in the store, made from the projection of the tool's state and
 //! enriched from the plan: management address `IP:50000`, provider id,
-//! provider type, shape, and status stage and role. A machine whose address
-//! changed is another host, which has taken no config: it loses
-//! [`CONFIG_HASH_ANNOTATION`] and `connected`.
+//! provider type, shape, and status stage and role.
+//!
+//! Hosts are given to machines by their index in the group's host list, so
+//! a machine's address can change. A machine given an address where a
+//! configured host of the tenant is (one a machine of the tenant held
+//! configured in this pass, or one in the tenant's
+//! [`CONFIGURED_HOSTS_ANNOTATION`]) is configured: its
+//! [`CONFIG_HASH_ANNOTATION`] becomes [`CONFIG_UNKNOWN`], so the host gets
+//! its machine's config over mTLS only. Any other new address is another
+//! host, which has taken no config: the machine loses the annotation. Either
+//! way it loses `connected`. A machine replaced by a DELETE starts anew.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Projected};
+use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Projected, Tenant};
 use cms_store::{Draft, FINALIZER_MACHINES, Key, Store};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
 use crate::ReconcileError;
-use crate::settle::CONFIG_HASH_ANNOTATION;
+use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN};
 
 /// The node API port of a machine's management address.
 pub const NODE_API_PORT: u16 = 50000;
+
+/// The tenant annotation naming (space-separated) the management addresses
+/// of hosts that took a config of the tenant, were never reset by the
+/// service (a `Reset` that timed out, or a host whose machine moved to
+/// another address), and that no machine of the tenant holds now. A machine
+/// that comes to one of them is configured.
+pub const CONFIGURED_HOSTS_ANNOTATION: &str = "service.io/configured-hosts";
+
+/// The addresses of the tenant's configured hosts before a pass: those its
+/// live machines hold configured, and those of
+/// [`CONFIGURED_HOSTS_ANNOTATION`]. A machine being replaced (a DELETE)
+/// counts for nothing.
+pub(crate) fn configured_hosts(tenant: &Tenant, stored: &BTreeMap<String, Machine>) -> BTreeSet<String> {
+    let recorded = tenant.metadata.annotations.get(CONFIGURED_HOSTS_ANNOTATION);
+    let mut hosts: BTreeSet<String> =
+        recorded.into_iter().flat_map(|list| list.split_whitespace()).map(str::to_string).collect();
+    let configured = stored.values().filter(|machine| {
+        machine.metadata.deletion_timestamp.is_none()
+            && machine.metadata.annotations.contains_key(CONFIG_HASH_ANNOTATION)
+    });
+    hosts.extend(configured.filter_map(|machine| machine.spec.management_address.clone()));
+    hosts
+}
+
+/// The [`CONFIGURED_HOSTS_ANNOTATION`] after a pass: the configured hosts
+/// that no machine holds now, or `None` when there are none.
+pub(crate) fn unheld(configured: &BTreeSet<String>, held: &BTreeSet<String>) -> Option<String> {
+    let unheld: Vec<&str> = configured.difference(held).map(String::as_str).collect();
+    (!unheld.is_empty()).then(|| unheld.join(" "))
+}
+
+/// The config hash a machine at `address` starts from: [`CONFIG_UNKNOWN`]
+/// on a configured host, else none.
+fn config_hash_at(address: Option<&String>, configured: &BTreeSet<String>) -> Option<String> {
+    address.filter(|address| configured.contains(*address)).map(|_| CONFIG_UNKNOWN.to_string())
+}
 
 /// The machines of a tenant in the store, by id.
 pub(crate) fn stored(store: &dyn Store, tenant: &str) -> Result<BTreeMap<String, Machine>, ReconcileError> {
@@ -53,26 +97,29 @@ pub fn management_address(ip: &str) -> String {
     if ip.contains(':') { format!("[{ip}]:{NODE_API_PORT}") } else { format!("{ip}:{NODE_API_PORT}") }
 }
 
-/// Creates or updates one machine. A machine whose deletion had begun (it
-/// was being replaced) is first removed, then created anew.
+/// Updates one machine; a new address on one of the `configured` hosts
+/// keeps it configured.
 pub(crate) async fn upsert(
     store: &dyn Store,
     tenant: &str,
     current: Option<&Machine>,
-    spec: MachineSpec,
-    status: MachineStatus,
+    (spec, status): (MachineSpec, MachineStatus),
+    configured: &BTreeSet<String>,
 ) -> Result<(), ReconcileError> {
     let key_name = |machine: &Machine| machine.metadata.name.clone();
     match current {
         Some(machine) if machine.metadata.deletion_timestamp.is_none() => {
             let key = Key::child(Kind::Machine, tenant, key_name(machine));
             // Whether the node answered is the node work's to say. A new
-            // address is another host: it has taken no config of ours, and
-            // has not answered.
+            // address is another host, which has not answered; it took a
+            // config of ours only if it is one of the configured hosts.
             let moved = machine.spec.management_address != spec.management_address;
             let mut annotations = machine.metadata.annotations.clone();
             if moved {
-                annotations.remove(CONFIG_HASH_ANNOTATION);
+                match config_hash_at(spec.management_address.as_ref(), configured) {
+                    Some(unknown) => annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), unknown),
+                    None => annotations.remove(CONFIG_HASH_ANNOTATION),
+                };
             }
             let spec = MachineSpec { connected: machine.spec.connected && !moved, ..spec };
             let spec_value = serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?;
@@ -107,19 +154,24 @@ pub(crate) async fn upsert(
 }
 
 /// Creates a machine named `id`, removing a replaced one of that id first.
+/// A new machine on one of the `configured` hosts is configured; a
+/// replaced one (a DELETE) starts anew.
 pub(crate) async fn create(
     store: &dyn Store,
     tenant: &str,
-    id: &str,
-    replaced: bool,
-    spec: MachineSpec,
-    status: MachineStatus,
+    (id, replaced): (&str, bool),
+    (spec, status): (MachineSpec, MachineStatus),
+    configured: &BTreeSet<String>,
 ) -> Result<(), ReconcileError> {
     let key = Key::child(Kind::Machine, tenant, id);
+    let mut annotations = BTreeMap::new();
     if replaced {
         store.remove_finalizer(key.clone(), FINALIZER_MACHINES.to_string()).await?;
+    } else if let Some(unknown) = config_hash_at(spec.management_address.as_ref(), configured) {
+        annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), unknown);
     }
     let draft = Draft {
+        annotations,
         spec: serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?,
         status: Some(serde_json::to_value(&status).map_err(|source| corrupt(tenant, source))?),
         ..Draft::default()

@@ -292,7 +292,10 @@ async fn provision(
     let projected = project(name, &applied.resources);
     store.set_projection(name.to_string(), projected.clone()).await?;
 
-    // Machines: removals newest first, then updates and creations.
+    // Machines: removals newest first, then updates and creations. The
+    // configured hosts no machine holds any more are remembered.
+    let configured = machines::configured_hosts(tenant, stored);
+    let mut held = BTreeSet::new();
     let in_state: BTreeSet<String> =
         projected.iter().filter(|item| item.kind == "Machine").map(|item| item.name.clone()).collect();
     for id in newest_first(stored.keys().filter(|id| !in_state.contains(*id)).cloned()) {
@@ -300,16 +303,20 @@ async fn provision(
     }
     for item in projected.iter().filter(|item| item.kind == "Machine") {
         let Some(machine_plan) = planned(plan, &item.name) else { continue };
-        let (spec, machine_status) = machines::desired(machine_plan, item, "provisioning");
+        let desired = machines::desired(machine_plan, item, "provisioning");
+        held.extend(desired.0.management_address.clone());
         match stored.get(&item.name) {
             Some(current) if current.metadata.deletion_timestamp.is_none() => {
-                machines::upsert(store, name, Some(current), spec, machine_status).await?
+                machines::upsert(store, name, Some(current), desired, &configured).await?
             }
             current => {
-                machines::create(store, name, &item.name, current.is_some(), spec, machine_status).await?
+                let id = (item.name.as_str(), current.is_some());
+                machines::create(store, name, id, desired, &configured).await?
             }
         }
     }
+    let unheld = machines::unheld(&configured, &held);
+    rollout::set_annotation(ctx, name, machines::CONFIGURED_HOSTS_ANNOTATION, unheld).await?;
 
     let count = in_state.len();
     status::update(store, name, |status| {

@@ -4,8 +4,11 @@
 //! [`CONFIG_HASH_ANNOTATION`] records. A host that carries it has taken a
 //! config, and is only ever sent one over mTLS against the tenant's OS CA:
 //! maintenance mode (no client certificate, any server certificate) is for
-//! a host that never took one, or that the service itself reset (which
-//! removes the annotation, `leaving.rs` and `teardown.rs`). A node that
+//! a host that never took one: the annotation goes only when the node
+//! acknowledged the service's `Reset` (`leaving.rs`), when the machine is
+//! replaced (a machine DELETE), or when its address changes to one where
+//! no machine of the tenant left a configured host (`machines.rs`, which
+//! otherwise marks it [`CONFIG_UNKNOWN`]). A node that
 //! fails the CA gets nothing, and the machine's `status.message` says why,
 //! as it says whatever else keeps the machine from being configured or
 //! answering; a pass that finds nothing wrong clears it.
@@ -33,6 +36,13 @@ use cms_tenancy::NodeRef;
 /// The machine annotation holding the fingerprint of the config the node
 /// last took.
 pub const CONFIG_HASH_ANNOTATION: &str = "service.io/config-hash";
+
+/// The [`CONFIG_HASH_ANNOTATION`] of a machine whose host took a config of
+/// the tenant that is not known to be this machine's: a host given to
+/// another machine (hosts reordered, or one that left without a reset and
+/// came back). It is configured, so it is only spoken to over mTLS, and
+/// since no fingerprint equals it, its config is due.
+pub const CONFIG_UNKNOWN: &str = "unknown";
 
 /// Why a metal host's config cannot be rendered without a renderer.
 const NO_RENDERER: &str = "this server renders no machine configs";

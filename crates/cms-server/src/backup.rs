@@ -4,16 +4,13 @@
 //! wrote; the work is `cms_store::backup_sqlite` and `restore_sqlite`, whose
 //! files are owner-only (0600). What `backup` says of the copy is checked:
 //! a login signing key that an older version left in the clear (and no
-//! server of this version sealed yet) is reported, not called sealed.
+//! server of this version replaced yet) is reported, not called sealed.
 
 use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use cms_talos::Sealer;
-use cms_tenancy::LOGIN_KEY_SETTING;
+use cms_tenancy::{LOGIN_KEY_SETTING, is_clear_login_key};
 
 use crate::settings::Settings;
 
@@ -40,10 +37,7 @@ pub(crate) async fn backup(settings: &Settings, to: &Path) -> anyhow::Result<()>
     let login_key = cms_store::sqlite_setting(&settings.database_url(), &snapshot.path, LOGIN_KEY_SETTING)
         .await
         .context("could not read the copy")?;
-    let sealed = match login_key {
-        Some(stored) => is_sealed(&stored),
-        None => true,
-    };
+    let sealed = !login_key.is_some_and(|stored| is_clear_login_key(&stored));
     let what = match sealed {
         true => "tenant secrets and the login signing key are",
         false => "tenant secrets are",
@@ -58,15 +52,12 @@ pub(crate) async fn backup(settings: &Settings, to: &Path) -> anyhow::Result<()>
         say!(
             out,
             "warning: the copy holds the login signing key in the clear, as a cms-server older than this \
-             one stored it: start this version's server once, which seals it, and back up again"
+             one stored it: start this version's server once, which replaces it with a new sealed key \
+             (the key in this copy then signs no token the server accepts; users log in again), and \
+             back up again"
         );
     }
     Ok(())
-}
-
-/// Whether a stored setting holds a sealed blob, as base64.
-fn is_sealed(stored: &str) -> bool {
-    STANDARD.decode(stored.trim()).is_ok_and(|blob| Sealer::sealed_key_id(&blob).is_ok())
 }
 
 /// Replaces the store with the backup `from`; refused while a server runs

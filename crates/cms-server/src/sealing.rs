@@ -109,7 +109,7 @@ pub(crate) async fn activate(store: &dyn Sealed, sealer: &Sealer, source: &str) 
 
 /// The login signing key: `CMS_LOGIN_SIGNING_KEY`, else the key kept sealed
 /// in the store (generated on the first start). A key that an older version
-/// stored in the clear is sealed in place either way.
+/// stored in the clear is replaced by a new one, sealed, either way.
 pub(crate) async fn login_signing_key(
     settings: &Settings,
     store: &(impl Accounts + Sealed),
@@ -118,7 +118,7 @@ pub(crate) async fn login_signing_key(
     let context = "could not read the login signing key from the store";
     match &settings.login_signing_key {
         Some(key) => {
-            cms_tenancy::seal_clear_login_key(store, sealer).await.context(context)?;
+            cms_tenancy::replace_clear_login_key(store, sealer).await.context(context)?;
             Ok(SecretSlice::from(key.expose_secret().as_bytes().to_vec()))
         }
         None => cms_tenancy::login_signing_key(store, sealer).await.context(context),

@@ -16,8 +16,15 @@
 //! in any number must not push out the records that matter: a record of
 //! nobody ([`Kept::Anonymous`]: no valid credential and no known user name,
 //! such as an unauthenticated call, a path no route serves, a login as a
-//! user that does not exist, or a throttled login) is counted by
-//! [`ANONYMOUS_REQUESTS`] and not written.
+//! user that does not exist, or a login whose password was not checked:
+//! password login off, throttled, too many at once) is counted by
+//! [`ANONYMOUS_REQUESTS`] and not written. A failed login whose password was
+//! checked against a real account is kept, at most
+//! [`failed_logins::KEPT_PER_USER`] per user a minute
+//! ([`FailedLoginRecords`]); the rest are counted by
+//! [`FAILED_LOGINS_NOT_KEPT`].
+
+use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{Extensions, ServiceRequest, ServiceResponse};
@@ -33,8 +40,16 @@ use crate::API_PREFIX;
 use crate::request_id::RequestId;
 use crate::state::AppState;
 
+pub(crate) mod failed_logins;
+
+pub use failed_logins::FailedLoginRecords;
+
 /// The counter of the records not kept because they name nobody, by status.
 pub(crate) const ANONYMOUS_REQUESTS: &str = "cms_audit_anonymous_total";
+
+/// The counter of the failed logins against a real account not kept because
+/// the user's bound for the minute was reached.
+pub(crate) const FAILED_LOGINS_NOT_KEPT: &str = "cms_audit_failed_logins_not_kept_total";
 
 /// The longest name recorded, in bytes; names are at most 63, but a
 /// failed create or login may carry anything.
@@ -69,6 +84,18 @@ pub(crate) fn note_recorded_read(req: &HttpRequest) {
 /// password).
 pub(crate) fn note_login(req: &HttpRequest, user: &str) {
     req.extensions_mut().insert(LoginAttempt(clipped(user)));
+}
+
+/// Marks a login whose password was checked: it succeeded, or the
+/// password was wrong. Only such a failure is kept on the log.
+#[derive(Debug, Clone, Copy)]
+struct PasswordChecked;
+
+/// Notes, for the audit record, that the login's password was checked (it
+/// was not when password login is off, or the login was throttled or
+/// waited too long for its turn).
+pub(crate) fn note_password_checked(req: &HttpRequest) {
+    req.extensions_mut().insert(PasswordChecked);
 }
 
 /// Notes, for the audit record, who a sign-in at the identity provider
@@ -106,7 +133,7 @@ pub(crate) async fn record(
                 line.route = request.match_pattern();
                 let status = response.status().as_u16();
                 let record = entry(line, Some(&request.extensions()), status, Utc::now());
-                write(state, record).await;
+                write(state, record, false).await;
             }
         }
         return result;
@@ -116,28 +143,38 @@ pub(crate) async fn record(
     // guard and handlers read after.
     let mut line = RequestLine::of(req.request());
     let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
-    let entry = match &result {
+    let (entry, checked) = match &result {
         Ok(response) => {
             line.route = response.request().match_pattern();
-            entry(line, Some(&response.request().extensions()), response.status().as_u16(), Utc::now())
+            let extensions = response.request().extensions();
+            let checked = extensions.contains::<PasswordChecked>();
+            (entry(line, Some(&extensions), response.status().as_u16(), Utc::now()), checked)
         }
         // No inner service answered, so nothing noted who asked.
-        Err(err) => entry(line, None, err.as_response_error().status_code().as_u16(), Utc::now()),
+        Err(err) => (entry(line, None, err.as_response_error().status_code().as_u16(), Utc::now()), false),
     };
-    write(state, entry).await;
+    write(state, entry, checked).await;
     result
 }
 
 /// Writes `entry` to the audit log when it is kept, else counts it; a
-/// failure to write is logged only.
-async fn write(state: Option<web::Data<AppState>>, entry: AuditEntry) {
+/// failure to write is logged only. `checked`: a login's password was
+/// checked.
+async fn write(state: Option<web::Data<AppState>>, entry: AuditEntry, checked: bool) {
     let Some(state) = state else {
         tracing::warn!(path = entry.path, "no audit log in the application state: request not recorded");
         return;
     };
-    if kept(&state, &entry).await == Kept::Anonymous {
-        counter!(ANONYMOUS_REQUESTS, "status" => entry.status.to_string()).increment(1);
-        return;
+    match kept(&state, &entry, checked).await {
+        Kept::Named => {}
+        Kept::Anonymous => {
+            counter!(ANONYMOUS_REQUESTS, "status" => entry.status.to_string()).increment(1);
+            return;
+        }
+        Kept::OverBound => {
+            counter!(FAILED_LOGINS_NOT_KEPT).increment(1);
+            return;
+        }
     }
     let request_id = entry.request_id.clone();
     if let Err(err) = state.audit.record(entry).await {
@@ -152,23 +189,29 @@ enum Kept {
     Named,
     /// It names nobody anyone could not make up: counted only.
     Anonymous,
+    /// A failed login against a real account past its user's bound for the
+    /// minute: counted only.
+    OverBound,
 }
 
 /// Whether `entry` is kept: an authenticated caller's record always (its
 /// requests count against its own rate); a login attempt's when it
-/// succeeded, or failed for a user of this server without being throttled
-/// (the throttle bounds those to a few a minute per user); nothing else.
-async fn kept(state: &AppState, entry: &AuditEntry) -> Kept {
+/// succeeded, or when a password was checked (`checked`) for a user of this
+/// server and failed, at most [`failed_logins::KEPT_PER_USER`] a minute per
+/// user; nothing else. A login whose password was not checked (password
+/// login off, throttled, busy) costs its sender nothing, so anyone could
+/// send it in any number.
+async fn kept(state: &AppState, entry: &AuditEntry, checked: bool) -> Kept {
     match who(entry) {
         Who::Caller => Kept::Named,
         Who::Anonymous => Kept::Anonymous,
         Who::Login { .. } if entry.status < 400 => Kept::Named,
-        Who::Login { .. } if entry.status == 429 => Kept::Anonymous,
+        Who::Login { .. } if !checked => Kept::Anonymous,
         Who::Login { user } => match state.auth.accounts().user(user.to_string()).await {
-            Ok(Some(_)) => Kept::Named,
             Ok(None) => Kept::Anonymous,
-            // Unsure, the record is kept.
-            Err(_) => Kept::Named,
+            // Unsure whether the user exists, the record is kept, within the bound.
+            Ok(Some(_)) | Err(_) if state.failed_logins.admit(user, Instant::now()) => Kept::Named,
+            Ok(Some(_)) | Err(_) => Kept::OverBound,
         },
     }
 }

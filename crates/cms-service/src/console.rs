@@ -7,7 +7,8 @@
 //! which the error shaping of `request_id.rs` leaves as they are.
 //!
 //! What the console notes in its answer's extensions (the caller, a sign-in
-//! attempt's user name, a created tenant's name) goes to the request's, so
+//! attempt's user name and whether its password was checked, a created
+//! tenant's name) goes to the request's, so
 //! that the audit record of a console form names who posted it.
 
 use std::convert::Infallible;
@@ -16,7 +17,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use cms_auth::Caller;
-use cms_console::{Body, CreatedName, LoginAttempt, PeerAddr, Recorded, http};
+use cms_console::{Body, CreatedName, LoginAttempt, PasswordChecked, PeerAddr, Recorded, http};
 use futures_util::StreamExt;
 
 use crate::state::AppState;
@@ -76,6 +77,9 @@ fn answer(req: &HttpRequest, response: cms_console::Response) -> HttpResponse {
     }
     if let Some(LoginAttempt(user)) = parts.extensions.get::<LoginAttempt>() {
         crate::audit::note_login(req, user);
+    }
+    if parts.extensions.get::<PasswordChecked>().is_some() {
+        crate::audit::note_password_checked(req);
     }
     if let Some(CreatedName(name)) = parts.extensions.get::<CreatedName>() {
         crate::audit::note_created(req, name);

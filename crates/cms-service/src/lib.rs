@@ -67,6 +67,7 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::from_fn;
 use actix_web::{App, web};
 
+pub use audit::FailedLoginRecords;
 pub use auth::Access;
 pub use error::{ApiError, INTERNAL_MESSAGE};
 pub use metrics::handle as metrics_handle;

@@ -17,6 +17,8 @@ use crate::state::AppState;
 /// the user exists; 429 with `Retry-After` after too many failures from the
 /// client's address (the connection's peer; no forwarding header is
 /// trusted), or while as many password checks run as the server allows.
+/// Whether the password was checked (a success or a 401) is noted for the
+/// audit record: only such a failure may be kept.
 pub(crate) async fn login(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -26,7 +28,11 @@ pub(crate) async fn login(
     crate::audit::note_login(&req, &request.username);
     let password = SecretString::from(request.password);
     let from = req.peer_addr().map(|peer| peer.ip());
-    let (token, expires_at) = state.auth.login(&request.username, &password, from).await?;
+    let result = state.auth.login(&request.username, &password, from).await;
+    if matches!(result, Ok(_) | Err(cms_auth::AuthError::Unauthorized(_))) {
+        crate::audit::note_password_checked(&req);
+    }
+    let (token, expires_at) = result?;
     reply::serialized(StatusCode::OK, &LoginResponse { token, expires_at })
 }
 

@@ -82,7 +82,11 @@ fn describe() {
     describe_gauge!(WATCHERS, "Watch (SSE) streams open now.");
     describe_counter!(
         crate::audit::ANONYMOUS_REQUESTS,
-        "Requests that named nobody (no valid credential, no known user name), by status: counted here, not kept on the audit log."
+        "Requests that named nobody (no valid credential, no known user name, a login whose password was not checked), by status: counted here, not kept on the audit log."
+    );
+    describe_counter!(
+        crate::audit::FAILED_LOGINS_NOT_KEPT,
+        "Failed logins against a real account past the 5 a minute per user the audit log keeps: counted here, not kept."
     );
     describe_histogram!(
         cms_store::BATCH_SIZE,

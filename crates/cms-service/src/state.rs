@@ -15,6 +15,8 @@ use cms_store::{Audit, Store};
 use cms_tenancy::Tenancy;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::FailedLoginRecords;
+
 /// Tunable limits of the HTTP API, passed explicitly by the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceOptions {
@@ -75,6 +77,9 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
     /// Where every mutating request is recorded, and read back.
     pub audit: Arc<dyn Audit>,
+    /// The failed logins the audit log kept per user this minute, which
+    /// it keeps a few of only.
+    pub failed_logins: FailedLoginRecords,
     /// Probes tenants' nodes for `/health`, on request, with a cache.
     pub prober: Arc<Prober>,
     pub options: ServiceOptions,
@@ -111,7 +116,8 @@ impl AppState {
             console_options,
             shutdown.clone(),
         );
-        AppState { tenancy, auth, audit, prober, options, shutdown, console, backups: None }
+        let failed_logins = FailedLoginRecords::default();
+        AppState { tenancy, auth, audit, failed_logins, prober, options, shutdown, console, backups: None }
     }
 
     /// The tenancy's store, for reads and watches.

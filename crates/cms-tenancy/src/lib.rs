@@ -14,7 +14,7 @@
 //!   the active key the store names, and one re-seals the stored blobs.
 //! - [`login_signing_key`] (`login_key.rs`): the login signing key, kept
 //!   sealed in the store's settings; one an older version kept in the clear
-//!   is sealed on start.
+//!   is replaced by a new one on start.
 //! - The seams it implements for the other crates, each mocked under the
 //!   `testsuite` feature: [`MachineConfigs`] ([`StoreMachineConfigs`]: the
 //!   user data that cloud instances boot with), [`NodeClient`]
@@ -55,7 +55,9 @@ pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, UploadStream};
 pub use credentials::MockTenantCredentials;
 pub use credentials::{SealedCredentials, TenantCredentials};
 pub use error::TenancyError;
-pub use login_key::{LOGIN_KEY_PURPOSE, LOGIN_KEY_SETTING, login_signing_key, seal_clear_login_key};
+pub use login_key::{
+    LOGIN_KEY_PURPOSE, LOGIN_KEY_SETTING, is_clear_login_key, login_signing_key, replace_clear_login_key,
+};
 #[cfg(any(test, feature = "testsuite"))]
 pub use nodes::MockNodeClient;
 pub use nodes::{

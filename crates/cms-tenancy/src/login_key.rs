@@ -6,11 +6,14 @@
 //!
 //! [`login_signing_key`] generates the key on the first start and opens it
 //! on every start after. Versions before this one kept the key in the
-//! clear, as hex: the first start that finds such a key seals it in place
-//! (a compare-and-swap, so replicas starting together seal it once), and
-//! login tokens issued before the upgrade still verify.
-//! [`seal_clear_login_key`] does only that, for a server whose key is
-//! configured instead.
+//! clear, as hex, and that hex outlives any update of the setting in
+//! SQLite's free pages and WAL frames, PostgreSQL's dead rows and every
+//! backup taken before: the first start that finds such a key replaces it
+//! with a new random key, sealed (a compare-and-swap, so replicas starting
+//! together agree on one). Login tokens signed with the old key stop
+//! verifying; users log in again. [`replace_clear_login_key`] does only
+//! that, for a server whose key is configured instead.
+//! [`is_clear_login_key`] tells such a clear key from a sealed one.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -32,7 +35,8 @@ const ATTEMPTS: usize = 3;
 
 /// The login signing key kept in `store`: generated and stored sealed on
 /// the first start, opened on the next ones. A key stored in the clear by
-/// an older version is sealed in place first.
+/// an older version is replaced by a new one, sealed: its tokens stop
+/// verifying.
 pub async fn login_signing_key(
     store: &(impl Accounts + Sealed),
     sealer: &Sealer,
@@ -46,9 +50,11 @@ pub async fn login_signing_key(
             tracing::info!("generated the login signing key; the store keeps it sealed");
             return Ok(fresh);
         }
-        let Some(clear) = clear_key(&stored) else { return open(sealer, &stored) };
-        if seal_in_place(store, sealer, stored, &clear).await? {
-            return Ok(clear);
+        if !is_clear_login_key(&stored) {
+            return open(sealer, &stored);
+        }
+        if replace_clear(store, sealed, stored).await? {
+            return Ok(fresh);
         }
     }
     Err(TenancyError::Conflict(
@@ -56,12 +62,15 @@ pub async fn login_signing_key(
     ))
 }
 
-/// Seals the login signing key in place when an older version left it in
-/// the clear; nothing else. `true` when this call sealed it.
-pub async fn seal_clear_login_key(store: &dyn Sealed, sealer: &Sealer) -> Result<bool, TenancyError> {
+/// Replaces a login signing key that an older version left in the clear
+/// with a new random one, sealed; nothing else. `true` when this call
+/// replaced it.
+pub async fn replace_clear_login_key(store: &dyn Sealed, sealer: &Sealer) -> Result<bool, TenancyError> {
     let Some(stored) = store.setting(LOGIN_KEY_SETTING.to_string()).await? else { return Ok(false) };
-    let Some(clear) = clear_key(&stored) else { return Ok(false) };
-    seal_in_place(store, sealer, stored, &clear).await
+    if !is_clear_login_key(&stored) {
+        return Ok(false);
+    }
+    replace_clear(store, seal(sealer, &random_key()?)?, stored).await
 }
 
 /// `sealed` (a login key blob) sealed again with the active key, or `None`
@@ -70,31 +79,28 @@ pub(crate) fn reseal(sealer: &Sealer, sealed: &[u8]) -> Result<Option<Vec<u8>>, 
     sealer.reseal("", LOGIN_KEY_PURPOSE, sealed)
 }
 
-/// Whether a stored setting is a key in the clear, as versions before the
-/// sealed key wrote it: hex, where a sealed value (base64 of a blob that
-/// starts with `cms`) never is.
-pub(crate) fn is_clear(stored: &str) -> bool {
+/// Whether the stored login key setting is a key in the clear, as versions
+/// before the sealed key wrote it: hex, where a sealed value (base64 of a
+/// blob that starts with `cms`) never is.
+pub fn is_clear_login_key(stored: &str) -> bool {
     !stored.is_empty()
         && stored.len().is_multiple_of(2)
         && stored.bytes().all(|byte| byte.is_ascii_hexdigit())
 }
 
-fn clear_key(stored: &str) -> Option<SecretSlice<u8>> {
-    is_clear(stored).then(|| hex::decode(stored).ok()).flatten().map(SecretSlice::from)
-}
-
-/// Replaces the clear `stored` with `key` sealed. `false` when the setting
-/// changed meanwhile (another replica sealed it).
-async fn seal_in_place(
+/// Replaces the clear `stored` with `sealed`, a new key. `false` when the
+/// setting changed meanwhile (another replica replaced it).
+async fn replace_clear(
     store: &(impl Sealed + ?Sized),
-    sealer: &Sealer,
+    sealed: String,
     stored: String,
-    key: &SecretSlice<u8>,
 ) -> Result<bool, TenancyError> {
-    let sealed = seal(sealer, key)?;
     let replaced = store.replace_setting(LOGIN_KEY_SETTING.to_string(), stored, sealed).await?;
     if replaced {
-        tracing::info!("sealed the login signing key, which an older version stored in the clear");
+        tracing::warn!(
+            "replaced the login signing key, which an older version stored in the clear, with a new \
+             sealed one: login tokens signed before the upgrade no longer verify"
+        );
     }
     Ok(replaced)
 }

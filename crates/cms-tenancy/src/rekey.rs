@@ -180,10 +180,10 @@ impl Rekeyer {
 
     /// Re-seals the setting `name`, which holds a sealed blob as base64,
     /// with `reseal`. A login key still in the clear is left to the next
-    /// start, which seals it.
+    /// start, which replaces it.
     async fn reseal_setting(&self, name: &str, reseal: Reseal, pass: &mut Pass) -> Result<(), TenancyError> {
         let Some(stored) = self.store.setting(name.to_string()).await? else { return Ok(()) };
-        if login_key::is_clear(&stored) {
+        if login_key::is_clear_login_key(&stored) {
             return Ok(());
         }
         let Ok(sealed) = STANDARD.decode(stored.trim()) else {
@@ -310,7 +310,7 @@ pub async fn census(store: &dyn Sealed) -> Result<Census, TenancyError> {
     };
     for name in [CANARY_SETTING, LOGIN_KEY_SETTING] {
         match store.setting(name.to_string()).await? {
-            Some(stored) if !login_key::is_clear(&stored) => {
+            Some(stored) if !login_key::is_clear_login_key(&stored) => {
                 count(&STANDARD.decode(stored.trim()).unwrap_or_default());
             }
             _ => {}

@@ -16,12 +16,14 @@ use std::collections::BTreeMap;
 use cms_model::{ConfigPatch, FieldError, Kind, NodeGroup, NodeGroupSpec, ObjectMeta, Resource, Tenant};
 use cms_store::Draft;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::error::TenancyError;
 use crate::secrets::check_talos_version;
 
-/// A kind of resource that users create and change.
-pub trait Writable: Sized {
+/// A kind of resource that users create and change, and read back from the
+/// store in the same shape.
+pub trait Writable: Sized + DeserializeOwned {
     /// The kind as the store keys it.
     const KIND: Kind;
 
@@ -40,8 +42,10 @@ pub trait Writable: Sized {
     fn draft(self) -> Result<Draft, TenancyError>;
 
     /// Checks the resource's sizes: no node group's `count`, nor its metal
-    /// hosts, over `max_group_count`.
-    fn check_sizes(&self, _max_group_count: u32) -> Result<(), FieldError> {
+    /// hosts, over `max_group_count`. On a replace, `stored` is the resource
+    /// replaced: a group it holds over the cap (the cap was lowered since)
+    /// may stay as it is or shrink, not grow.
+    fn check_sizes(&self, _max_group_count: u32, _stored: Option<&Self>) -> Result<(), FieldError> {
         Ok(())
     }
 }
@@ -74,9 +78,11 @@ impl Writable for Tenant {
         draft(self)
     }
 
-    fn check_sizes(&self, max_group_count: u32) -> Result<(), FieldError> {
+    fn check_sizes(&self, max_group_count: u32, stored: Option<&Self>) -> Result<(), FieldError> {
+        let stored_groups = stored.and_then(|tenant| tenant.spec.node_groups.as_deref()).unwrap_or_default();
         for (index, group) in self.spec.node_groups.iter().flatten().enumerate() {
-            check_group_size(&format!("spec.nodeGroups[{index}]"), group, max_group_count)?;
+            let before = stored_groups.iter().find(|stored| stored.name == group.name);
+            check_group_size(&format!("spec.nodeGroups[{index}]"), group, before, max_group_count)?;
         }
         Ok(())
     }
@@ -93,8 +99,8 @@ impl Writable for NodeGroup {
         }
     }
 
-    fn check_sizes(&self, max_group_count: u32) -> Result<(), FieldError> {
-        check_group_size("spec", &self.spec, max_group_count)
+    fn check_sizes(&self, max_group_count: u32, stored: Option<&Self>) -> Result<(), FieldError> {
+        check_group_size("spec", &self.spec, stored.map(|group| &group.spec), max_group_count)
     }
 
     fn metadata(&self) -> &ObjectMeta {
@@ -169,18 +175,44 @@ pub fn service_annotations(
 
 /// Checks that the node group at `path` asks for at most `max` machines and
 /// lists at most `max` metal hosts, so that no spec makes the reconciler
-/// allocate without bound.
-fn check_group_size(path: &str, group: &NodeGroupSpec, max: u32) -> Result<(), FieldError> {
-    if group.count > max {
-        let message = format!("is {}, over the limit of {max} machines per node group", group.count);
+/// allocate without bound. A group that replaces `stored` (the stored group
+/// of its name) may keep or shrink what it held over `max`, as the store's
+/// cap on a tenant's machines refuses only growth: a cap lowered under a
+/// stored group leaves its other edits (annotations, a rollout's resume)
+/// possible.
+fn check_group_size(
+    path: &str,
+    group: &NodeGroupSpec,
+    stored: Option<&NodeGroupSpec>,
+    max: u32,
+) -> Result<(), FieldError> {
+    let stored_count = stored.map_or(0, |stored| stored.count);
+    if group.count > max && group.count > stored_count {
+        let message = format!(
+            "is {}, over the limit of {max} machines per node group{}",
+            group.count,
+            growth(u64::from(stored_count), max)
+        );
         return Err(FieldError::new(format!("{path}.count"), message));
     }
     let hosts = group.metal_hosts().len();
-    if hosts > max as usize {
-        let message = format!("lists {hosts} hosts, over the limit of {max} per node group");
+    let stored_hosts = stored.map_or(0, |stored| stored.metal_hosts().len());
+    if hosts > max as usize && hosts > stored_hosts {
+        let message = format!(
+            "lists {hosts} hosts, over the limit of {max} per node group{}",
+            growth(stored_hosts as u64, max)
+        );
         return Err(FieldError::new(format!("{path}.providerConfig.hosts"), message));
     }
     Ok(())
+}
+
+/// What a refusal adds when the stored group was over the cap already.
+fn growth(stored: u64, max: u32) -> String {
+    match stored > u64::from(max) {
+        true => format!(" (it may stay at {stored} or shrink, not grow)"),
+        false => String::new(),
+    }
 }
 
 /// Turns a checked resource into what the store writes.
@@ -291,20 +323,64 @@ mod tests {
                 group(count)
             ))
         };
-        let err = inline(3).check_sizes(2).expect_err("a count of 3 is over 2");
+        let err = inline(3).check_sizes(2, None).expect_err("a count of 3 is over 2");
         assert_eq!(err.field, "spec.nodeGroups[0].count");
         assert!(err.message.contains("over the limit of 2"), "{err}");
-        let err = inline(1).check_sizes(2).expect_err("three hosts are over 2");
+        let err = inline(1).check_sizes(2, None).expect_err("three hosts are over 2");
         assert_eq!(err.field, "spec.nodeGroups[0].providerConfig.hosts");
-        inline(3).check_sizes(3).expect("at the cap");
+        inline(3).check_sizes(3, None).expect("at the cap");
 
         let resource: NodeGroup =
             parse_json(format!(r#"{{"metadata":{{"name":"w"}},"spec":{}}}"#, group(3)).as_bytes())
                 .expect("parses");
-        assert_eq!(resource.check_sizes(2).expect_err("over").field, "spec.count");
+        assert_eq!(resource.check_sizes(2, None).expect_err("over").field, "spec.count");
         let one: NodeGroup =
             parse_json(format!(r#"{{"metadata":{{"name":"w"}},"spec":{}}}"#, group(1)).as_bytes())
                 .expect("parses");
-        assert_eq!(one.check_sizes(2).expect_err("over").field, "spec.providerConfig.hosts");
+        assert_eq!(one.check_sizes(2, None).expect_err("over").field, "spec.providerConfig.hosts");
+    }
+
+    #[test]
+    fn a_group_stored_over_the_cap_may_stay_or_shrink_but_not_grow() {
+        let spec = |name: &str, count: u32, hosts: u32| {
+            let hosts: Vec<String> = (1..=hosts).map(|i| format!(r#"{{"address":"10.0.0.{i}"}}"#)).collect();
+            format!(
+                r#"{{"name":"{name}","role":"worker","count":{count},"providerClass":"metal:bare","providerConfig":{{"hosts":[{}]}}}}"#,
+                hosts.join(",")
+            )
+        };
+        let group = |count: u32, hosts: u32| -> NodeGroup {
+            let json = format!(r#"{{"metadata":{{"name":"w"}},"spec":{}}}"#, spec("w", count, hosts));
+            parse_json(json.as_bytes()).expect("parses")
+        };
+        let stored = group(5, 5);
+        group(5, 5).check_sizes(3, Some(&stored)).expect("as stored");
+        group(4, 5).check_sizes(3, Some(&stored)).expect("fewer machines");
+        group(4, 4).check_sizes(3, Some(&stored)).expect("fewer hosts");
+        let err = group(6, 6).check_sizes(3, Some(&stored)).expect_err("grown");
+        assert_eq!(err.field, "spec.count");
+        assert!(
+            err.message.contains("over the limit of 3") && err.message.contains("may stay at 5"),
+            "{err}"
+        );
+        let err = group(5, 6).check_sizes(3, Some(&stored)).expect_err("a host more");
+        assert_eq!(err.field, "spec.providerConfig.hosts");
+        let err = group(4, 4).check_sizes(3, Some(&group(3, 3))).expect_err("past the cap from under it");
+        assert_eq!(err.field, "spec.count");
+        assert!(!err.message.contains("may stay"), "{err}");
+
+        let inline = |name: &str, count: u32| {
+            tenant(&format!(
+                r#"{{"metadata":{{"name":"a"}},"spec":{{"kubernetesVersion":"1.31.0","nodeGroups":[{}]}}}}"#,
+                spec(name, count, count)
+            ))
+        };
+        let stored = inline("w", 5);
+        inline("w", 5).check_sizes(3, Some(&stored)).expect("the stored group of that name");
+        inline("w", 4).check_sizes(3, Some(&stored)).expect("shrunk");
+        let err = inline("w", 6).check_sizes(3, Some(&stored)).expect_err("grown");
+        assert_eq!(err.field, "spec.nodeGroups[0].count");
+        let err = inline("x", 5).check_sizes(3, Some(&stored)).expect_err("another group");
+        assert_eq!(err.field, "spec.nodeGroups[0].count");
     }
 }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use cms_model::Tenant;
 use cms_store::{Deleted, Key, Object, Store, StoreError};
-use serde::Deserialize;
 
 use crate::error::TenancyError;
 use crate::reservations::Reservations;
@@ -88,7 +87,7 @@ impl Tenancy {
     /// store's transaction still decides between replicas.
     pub async fn create_tenant(&self, mut tenant: Tenant) -> Result<Arc<Object>, TenancyError> {
         tenant.check()?;
-        tenant.check_sizes(self.max_group_count)?;
+        tenant.check_sizes(self.max_group_count, None)?;
         let wanted = std::mem::take(&mut tenant.metadata.annotations);
         tenant.metadata.annotations = service_annotations(&BTreeMap::new(), wanted)?;
         let name = tenant.metadata.name.clone();
@@ -113,7 +112,7 @@ impl Tenancy {
         mut resource: R,
     ) -> Result<Arc<Object>, TenancyError> {
         resource.check()?;
-        resource.check_sizes(self.max_group_count)?;
+        resource.check_sizes(self.max_group_count, None)?;
         let wanted = std::mem::take(&mut resource.metadata_mut().annotations);
         resource.metadata_mut().annotations = service_annotations(&BTreeMap::new(), wanted)?;
         let key = Key::child(R::KIND, tenant, resource.metadata().name.clone());
@@ -141,19 +140,21 @@ impl Tenancy {
     /// Replaces the object at `key`, keeping its service annotations. They
     /// are read from the cache at the version the writer read: a cache at
     /// another version answers 409, since the store accepts the write only
-    /// at that version, whose annotations are the ones merged.
+    /// at that version, whose annotations are the ones merged. The sizes are
+    /// checked against that version too: a group over the cap may stay as
+    /// it is stored, or shrink.
     async fn replace<R: Writable>(&self, key: Key, mut resource: R) -> Result<Arc<Object>, TenancyError> {
         let expected = resource.metadata().read_at()?;
         resource.check()?;
-        resource.check_sizes(self.max_group_count)?;
         let current = self.find(&key)?;
         if current.resource_version != expected {
             let current = current.resource_version;
             return Err(StoreError::Conflict { what: key.to_string(), expected, current }.into());
         }
-        let stored: Annotated = current.parse().map_err(TenancyError::corrupt(&key))?;
+        let stored: R = current.parse().map_err(TenancyError::corrupt(&key))?;
+        resource.check_sizes(self.max_group_count, Some(&stored))?;
         let wanted = std::mem::take(&mut resource.metadata_mut().annotations);
-        resource.metadata_mut().annotations = service_annotations(&stored.metadata.annotations, wanted)?;
+        resource.metadata_mut().annotations = service_annotations(&stored.metadata().annotations, wanted)?;
         Ok(self.store.update(key, resource.draft()?, expected).await?)
     }
 
@@ -162,19 +163,6 @@ impl Tenancy {
     pub async fn delete(&self, key: Key) -> Result<Deleted, TenancyError> {
         Ok(self.store.delete(key).await?)
     }
-}
-
-/// A stored object's annotations.
-#[derive(Deserialize)]
-struct Annotated {
-    #[serde(default)]
-    metadata: AnnotatedMeta,
-}
-
-#[derive(Default, Deserialize)]
-struct AnnotatedMeta {
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
 }
 
 /// The object at `key`, or [`TenancyError::NotFound`] naming the tenant

@@ -72,14 +72,18 @@ impl WorkspacePlan {
     /// provider module as a `template::Block`, whose user strings are escaped here
     /// (`template.rs`), so that no user string is read as a template; the
     /// machine ids and group names, which the service's own expressions
-    /// name, must be DNS labels.
+    /// name, must hold the characters of DNS labels only (a group name of
+    /// 63 characters makes longer machine ids).
     pub fn render(&self) -> Result<Value, TofuError> {
         let mut setup = Setup::default();
         let mut resources: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
         for machine in &self.machines {
             for (what, name) in [("id", &machine.id), ("group", &machine.group)] {
-                cms_model::validate_name(what, name)
-                    .map_err(|err| TofuError::Invalid(format!("machine {name:?}: {err}")))?;
+                if !is_label_text(name) {
+                    return Err(TofuError::Invalid(format!(
+                        "machine {what} {name:?}: only lowercase letters, digits and '-' may name a machine"
+                    )));
+                }
             }
             let body = match machine.provider {
                 Provider::Metal => metal::instance(machine)?,
@@ -130,6 +134,12 @@ impl WorkspacePlan {
         }
         Ok(Value::Object(root))
     }
+}
+
+/// Whether `name` holds DNS labels' characters only, and at least one: the
+/// machine ids and group names that the service's expressions name.
+fn is_label_text(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// The resource type that stands for a machine of `provider`.
@@ -245,11 +255,21 @@ mod tests {
 
     #[test]
     fn names_in_the_services_expressions_must_be_dns_labels() {
-        for (id, group) in [("cp-0", "c\"p"), ("x}-0", "cp")] {
+        for (id, group) in [("cp-0", "c\"p"), ("x}-0", "cp"), ("", "cp"), ("cp-0", "")] {
             let mut machine = machine("cp", Provider::Metal, json!({}));
             (machine.id, machine.group) = (id.into(), group.into());
             let plan = WorkspacePlan { tenant: "acme".into(), machines: vec![machine] };
             assert!(matches!(plan.render(), Err(TofuError::Invalid(_))), "{id} {group}");
         }
+    }
+
+    #[test]
+    fn a_group_of_63_characters_makes_machines_of_longer_ids() {
+        let group = "g".repeat(63);
+        let mut machine = machine("cp", Provider::Metal, json!({}));
+        (machine.id, machine.group) = (format!("{group}-10"), group);
+        let plan = WorkspacePlan { tenant: "acme".into(), machines: vec![machine] };
+        let rendered = plan.render().unwrap();
+        assert!(rendered["resource"]["terraform_data"].get(format!("{}-10", "g".repeat(63))).is_some());
     }
 }

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use actix_web::test::TestRequest;
+use bytes::Bytes;
 use cms_model::{Kind, Page};
 use cms_store::{
-    Deleted, EventType, Key, Listing, MockStore, StoreError, WatchEvent, WatchItem, WatchStream,
+    Deleted, EventType, Key, Listing, MockStore, Object, StoreError, WatchEvent, WatchItem, WatchStream,
 };
 use futures_util::stream;
 
@@ -87,13 +88,23 @@ async fn update_checks_name_and_version_before_the_store() {
 
     let mut store = MockStore::new();
     // The replacement keeps the service's annotations of the version it read.
-    store.expect_get().returning(|key| Some(object(key.clone(), 1)));
+    store.expect_get().returning(|key| Some(stored_tenant(key.clone(), 1)));
     store
         .expect_update()
         .withf(|_, _, expected| *expected == 1)
         .returning(|key, _, _| Err(StoreError::Conflict { what: key.to_string(), expected: 1, current: 2 }));
     let stale = r#"{"metadata":{"name":"t1","resourceVersion":1},"spec":{"kubernetesVersion":"1.31.0"}}"#;
     call(store, json_request(put(), stale)).await.error(409, "Conflict");
+}
+
+/// A stored tenant that parses as one: a replacement reads the stored
+/// tenant's annotations and sizes.
+fn stored_tenant(key: Key, resource_version: u64) -> Arc<Object> {
+    let json = format!(
+        r#"{{"metadata":{{"name":"{}","resourceVersion":{resource_version}}},"spec":{{"kubernetesVersion":"1.31.0"}},"status":{{}}}}"#,
+        key.name
+    );
+    Arc::new(Object { key, resource_version, generation: 1, deleting: false, json: Bytes::from(json) })
 }
 
 #[actix_web::test]
@@ -108,7 +119,7 @@ async fn update_answers_its_own_write_not_a_later_one() {
             0 => 1,
             _ => 3,
         };
-        Some(object(key.clone(), version))
+        Some(stored_tenant(key.clone(), version))
     });
     let body = r#"{"metadata":{"name":"t1","resourceVersion":1},"spec":{"kubernetesVersion":"1.31.0"}}"#;
     let reply = call(store, json_request(TestRequest::put().uri("/api/v1/tenants/t1"), body)).await;

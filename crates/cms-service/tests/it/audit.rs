@@ -231,3 +231,97 @@ async fn a_flood_of_anonymous_requests_is_counted_and_keeps_the_log() {
     assert_eq!(anonymous_counted(&h, 404).await, flood);
     assert_eq!(anonymous_counted(&h, 429).await, flood);
 }
+
+/// A count of `/metrics` without labels, from an anonymous scrape.
+async fn counted<S>(h: &crate::Harness<S>, series: &str) -> u64
+where
+    S: actix_web::dev::Service<
+            actix_http::Request,
+            Response = actix_web::dev::ServiceResponse<actix_web::body::BoxBody>,
+            Error = actix_web::Error,
+        >,
+{
+    let scrape = h.send_as(TestRequest::get().uri("/metrics")).await.text();
+    let prefix = format!("{series} ");
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map_or(0, |value| value.trim().parse().expect("a count"))
+}
+
+/// A login as `user` with a wrong password from `peer`: through the API,
+/// or through the console's form.
+fn wrong_login(console: bool, user: &str, peer: &str) -> TestRequest {
+    let peer = peer.parse().expect("a socket address");
+    if console {
+        TestRequest::post()
+            .uri("/login")
+            .peer_addr(peer)
+            .insert_header(("content-type", "application/x-www-form-urlencoded"))
+            .set_payload(format!("username={user}&password=not-the-password&next=%2F"))
+    } else {
+        let body = json!({"username": user, "password": "not-the-password"}).to_string();
+        with_json(TestRequest::post().uri("/api/v1/auth/login").peer_addr(peer), &body)
+    }
+}
+
+/// With password login off, a login checks no password, so it costs its
+/// sender nothing: a flood of them naming `admin`, through the API and the
+/// console, keeps nothing on the log and is counted.
+#[actix_web::test]
+async fn logins_while_password_login_is_off_are_counted_not_kept() {
+    let h = harness().await;
+    cms_service::metrics_handle();
+    let options = cms_auth::AuthOptions {
+        password_login: false,
+        signing_key: Some(crate::SIGNING_KEY.to_vec().into()),
+        ..Default::default()
+    };
+    let accounts: std::sync::Arc<dyn cms_store::Accounts> = h.store.clone();
+    let auth = cms_auth::Authenticator::new(accounts, options).await.expect("authenticator");
+    let state = &h.state;
+    let off = cms_service::AppState::new(
+        state.tenancy.clone(),
+        std::sync::Arc::new(auth),
+        state.audit.clone(),
+        state.prober.clone(),
+        state.options.clone(),
+    );
+    let service = actix_web::test::init_service(cms_service::app(off)).await;
+    let flood = 20;
+    for n in 0..flood {
+        let peer = format!("[2001:db8:{n:x}::1]:4000");
+        for console in [false, true] {
+            let reply =
+                actix_web::test::call_service(&service, wrong_login(console, "admin", &peer).to_request())
+                    .await;
+            assert_eq!(reply.status().as_u16(), 403, "console: {console}");
+        }
+    }
+    assert_eq!(records(&h, "").await["total"], 0, "nothing kept");
+    assert_eq!(anonymous_counted(&h, 403).await, 2 * flood);
+}
+
+/// With password login on, a guesser spread over many addresses (each
+/// IPv6 /64 gets its own tries from the throttle) has its failures against
+/// `admin` kept at most five a minute, through the API and the console
+/// together; the rest are counted.
+#[actix_web::test]
+async fn failed_logins_from_many_addresses_keep_at_most_the_bound() {
+    let h = harness().await;
+    cms_service::metrics_handle();
+    let tries = 12;
+    for n in 0..tries {
+        let peer = format!("[2001:db8:0:{n:x}::1]:4000");
+        let reply = h.send_as(wrong_login(n % 2 == 1, "admin", &peer)).await;
+        assert_eq!(reply.status.as_u16(), 401, "{}", reply.text());
+    }
+    let log = records(&h, "").await;
+    let seen: Vec<_> = log["items"].as_array().expect("items").iter().map(summary).collect();
+    let paths: Vec<_> =
+        seen.iter().map(|(actor, _, path, status, _)| (actor.as_str(), path.as_str(), *status)).collect();
+    let (api, console) = (("admin", "/api/v1/auth/login", 401), ("admin", "/login", 401));
+    let expected = [api, console, api, console, api];
+    assert_eq!(paths, expected, "the first five, newest first: {log:#}");
+    assert_eq!(counted(&h, "cms_audit_failed_logins_not_kept_total").await, tries - 5);
+}

@@ -184,7 +184,7 @@ async fn the_login_key_is_counted_and_re_sealed_and_one_in_the_clear_is_left_to_
     assert_eq!(opened, [9; 32], "the same key, sealed by k2");
 
     // A key an older version left in the clear is no sealed blob: the next
-    // start seals it; the pass neither counts nor skips it.
+    // start replaces it; the pass neither counts nor skips it.
     store.put_setting(LOGIN_KEY_SETTING.into(), hex::encode([9; 32])).await.unwrap();
     assert_eq!(census(store.as_ref()).await.unwrap(), census_of(&[("k2", 3)]));
     let pass = rekeyer.pass(None).await.unwrap();
