@@ -185,12 +185,7 @@ where
             Error = actix_web::Error,
         >,
 {
-    let scrape = h.send_as(TestRequest::get().uri("/metrics")).await.text();
-    let prefix = format!("cms_audit_anonymous_total{{status=\"{status}\"}} ");
-    scrape
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .map_or(0, |value| value.trim().parse().expect("a count"))
+    counted(h, &format!("cms_audit_anonymous_total{{status=\"{status}\"}}")).await
 }
 
 /// Requests that name nobody, in any number, leave the log as it was: a
@@ -232,7 +227,8 @@ async fn a_flood_of_anonymous_requests_is_counted_and_keeps_the_log() {
     assert_eq!(anonymous_counted(&h, 429).await, flood);
 }
 
-/// A count of `/metrics` without labels, from an anonymous scrape.
+/// The value of one series of `/metrics` (its name with its labels, as
+/// printed), from an anonymous scrape; 0 when it is not there.
 async fn counted<S>(h: &crate::Harness<S>, series: &str) -> u64
 where
     S: actix_web::dev::Service<
