@@ -19,6 +19,7 @@ mod cli_provisioning;
 mod cli_resources;
 mod cli_walkthrough;
 mod cli_watch;
+mod cloud_harness;
 mod config_patches;
 mod conflicts;
 mod console;

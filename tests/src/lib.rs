@@ -15,7 +15,9 @@
 //! [`nodes`] runs fake Talos nodes (`cms-fake-node`) and writes machines into
 //! a stopped server's store, as the reconciler would; [`cluster`] runs a
 //! fake cluster in this process: fake nodes sharing an etcd, and a fake
-//! Kubernetes API server they register with.
+//! Kubernetes API server they register with; [`cloud::FakeCloud`] is the
+//! datacenter behind the fake cloud providers, whose instances boot as fake
+//! nodes.
 //!
 //! [`s3::MotoServer`] runs moto's S3 API for the S3 backup store's tests,
 //! [`oidc::OidcProvider`] an OpenID Connect provider for the single sign-on
@@ -32,6 +34,7 @@ mod api;
 mod binary;
 pub mod browser;
 pub mod cli;
+pub mod cloud;
 pub mod cluster;
 pub mod commands;
 pub mod fixtures;

@@ -1,5 +1,5 @@
 //! `cargo xtask ci`: everything CI runs, in order, each step timed: format,
-//! lints, invariants, the tests, a reduced soak (one minute, two `kill -9`s,
+//! lints, invariants, the fake cloud providers' self-test, the tests, a reduced soak (one minute, two `kill -9`s,
 //! every consistency checker), then schemathesis against the real server.
 
 use std::time::Duration;
@@ -28,6 +28,11 @@ fn steps(timings: &mut Timings) -> Result<()> {
         CHECK_LIMIT,
     )?;
     timings.measure("invariants", invariants::check)?;
+    // The fake cloud providers against the real engine: force-new
+    // replacements, ignore_changes, the clouds' refusals.
+    let mut fakes = std::process::Command::new("bash");
+    fakes.arg("tests/providers/selftest.sh").current_dir(crate::shell::workspace_root());
+    timings.run("fake providers", &mut fakes, Duration::from_secs(10 * 60))?;
     timings.extend(testing::run_all()?);
     // The binaries are built by the tests' step; the soak reuses them.
     timings.measure("soak (60s, 2 kill -9s)", || soak::soak(&soak::SoakOptions::ci()))?;

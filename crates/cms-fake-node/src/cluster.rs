@@ -6,7 +6,8 @@
 //! `controlplane` (the fake reads the rendered YAML's `type: controlplane`),
 //! and stops being one when it is reset. With a [`crate::FakeKube`], a node
 //! that takes a config registers as a Ready Node there, and one that is
-//! reset turns NotReady, as its kubelet would.
+//! reset turns NotReady, as its kubelet would. A cloud instance takes its
+//! config at boot, as user data ([`crate::FakeNodeOptions::booted`]).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -19,6 +20,7 @@ use cms_nodeapi::proto::machine::{
 };
 use tonic::Status;
 
+use crate::kube::FakeKube;
 use crate::service::{Behaviour, Shared, metadata};
 
 /// The etcd ports of a member's URLs.
@@ -32,13 +34,24 @@ impl Shared {
     pub(crate) fn configured(&self, hostname: &str, config: &[u8]) {
         let text = String::from_utf8_lossy(config);
         let control_plane = text.lines().any(|line| line.trim() == "type: controlplane");
+        self.configured.store(true, Ordering::SeqCst);
         if control_plane {
             self.control_plane.store(true, Ordering::SeqCst);
             self.etcd.configured(hostname, self.address);
         }
-        if let Some(kube) = &self.kube {
+        if let Some(kube) = self.kube() {
             kube.add_node(hostname, self.address, control_plane);
         }
+    }
+
+    /// The node reaches a (new) Kubernetes API: once configured, it
+    /// registers there.
+    pub(crate) fn joined(&self, kube: FakeKube) {
+        if self.configured.load(Ordering::SeqCst) {
+            let hostname = self.behaviour().hostname.clone();
+            kube.add_node(&hostname, self.address, self.control_plane.load(Ordering::SeqCst));
+        }
+        *self.kube.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kube);
     }
 
     /// `Bootstrap`: etcd starts here, empty or, with `recover_etcd`, from
@@ -124,6 +137,7 @@ impl Shared {
     /// The node wipes itself: a graceful reset leaves etcd first; an
     /// ungraceful one of a member leaves a member that no longer answers.
     pub(crate) fn reset(&self, behaviour: &Behaviour, graceful: bool) -> ResetResponse {
+        self.configured.store(false, Ordering::SeqCst);
         if self.control_plane.swap(false, Ordering::SeqCst) {
             match graceful {
                 true => self.etcd.forget(&behaviour.hostname),
@@ -133,7 +147,7 @@ impl Shared {
                 false => self.etcd.forget(&behaviour.hostname),
             }
         }
-        if let Some(kube) = &self.kube {
+        if let Some(kube) = self.kube() {
             kube.set_node_ready(&behaviour.hostname, false);
         }
         let message =

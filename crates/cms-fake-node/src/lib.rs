@@ -16,7 +16,9 @@
 //!   addresses, and accepts only client certificates that `client_ca`
 //!   (by default `ca`) signed: TLS is verified both ways, as apid does.
 //!   With [`FakeNodeOptions::maintenance`] it also takes clients without a
-//!   certificate, like a metal host that has no config yet.
+//!   certificate, like a metal host that has no config yet. With
+//!   [`FakeNodeOptions::booted`] it starts configured instead, like a cloud
+//!   instance that booted with its machine config as user data.
 //! - [`FakeNode::set_version`], [`FakeNode::set_latency`] and
 //!   [`FakeNode::set_failure`] change its answers while it runs;
 //!   [`FakeNode::stop`] takes it off the network (connections are refused).
@@ -29,8 +31,9 @@
 //! - A [`FakeKube`] is the cluster's Kubernetes API, over HTTPS with client
 //!   certificates from the tenant's Kubernetes CA
 //!   ([`FakeKubeOptions::new`]); kubectl can list its Nodes. A fake node
-//!   given it ([`FakeNodeOptions::kube`]) registers as a Ready Node when it
-//!   takes a config and turns NotReady when reset; the test adds Pods
+//!   given it ([`FakeNodeOptions::kube`], or [`FakeNode::set_kube`] while it
+//!   runs) registers as a Ready Node when it takes a config and turns
+//!   NotReady when reset; the test adds Pods
 //!   ([`FakeKube::add_pod`], of a [`PodKind`]), makes a disruption budget
 //!   refuse evictions ([`FakeKube::block_evictions`]), and reads back the
 //!   Nodes ([`FakeKubeNode`]), Pods ([`FakePod`]), evictions, deleted

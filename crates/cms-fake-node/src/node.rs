@@ -44,6 +44,7 @@ pub struct FakeNodeOptions {
     on_call: Option<OnCall>,
     etcd: FakeEtcd,
     kube: Option<FakeKube>,
+    booted: Option<String>,
 }
 
 impl std::fmt::Debug for FakeNodeOptions {
@@ -51,6 +52,7 @@ impl std::fmt::Debug for FakeNodeOptions {
         f.debug_struct("FakeNodeOptions")
             .field("listen", &self.listen)
             .field("maintenance", &self.maintenance)
+            .field("booted", &self.booted.is_some())
             .field("behaviour", &self.behaviour)
             .finish_non_exhaustive()
     }
@@ -79,6 +81,7 @@ impl FakeNodeOptions {
             on_call: None,
             etcd: FakeEtcd::default(),
             kube: None,
+            booted: None,
         }
     }
 
@@ -148,6 +151,16 @@ impl FakeNodeOptions {
         self
     }
 
+    /// A cloud instance that booted with `config` as its user data: the
+    /// node starts configured with it, as if it had taken it over the node
+    /// API (a control plane's config makes it one, waiting for or joining
+    /// etcd, and with a Kubernetes API it registers its Node), and never in
+    /// maintenance mode, whatever [`FakeNodeOptions::maintenance`] said.
+    pub fn booted(mut self, config: impl Into<String>) -> FakeNodeOptions {
+        self.booted = Some(config.into());
+        self
+    }
+
     /// The etcd of the node's cluster: give every fake node of one cluster
     /// the same one. Unless set, the node has an etcd of its own.
     pub fn etcd(mut self, etcd: FakeEtcd) -> FakeNodeOptions {
@@ -182,7 +195,8 @@ impl FakeNode {
     /// Binds, then serves on the current tokio runtime.
     pub async fn start(options: FakeNodeOptions) -> Result<FakeNode, FakeNodeError> {
         let client_ca = options.client_ca.as_ref().unwrap_or(&options.ca);
-        let config = server_config(&options.ca, client_ca, &options.sans, options.maintenance, b"h2")?;
+        let maintenance = options.maintenance && options.booted.is_none();
+        let config = server_config(&options.ca, client_ca, &options.sans, maintenance, b"h2")?;
         let listener = TcpListener::bind(options.listen)
             .await
             .map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
@@ -196,11 +210,16 @@ impl FakeNode {
             etcd: options.etcd,
             control_plane: Default::default(),
             address: addr.ip(),
-            kube: options.kube,
+            kube: Mutex::new(options.kube),
+            configured: Default::default(),
             hold: Mutex::new(None),
             held: Default::default(),
             recovered: Mutex::new(None),
         });
+        if let Some(config) = &options.booted {
+            let hostname = shared.behaviour().hostname.clone();
+            shared.configured(&hostname, config.as_bytes());
+        }
         let (sender, receiver) = mpsc::channel(64);
         let accept = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), sender));
         let service = MachineServiceServer::new(FakeMachineService { shared: shared.clone() });
@@ -226,6 +245,13 @@ impl FakeNode {
     /// The etcd of the node's cluster.
     pub fn etcd(&self) -> &FakeEtcd {
         &self.shared.etcd
+    }
+
+    /// Gives the running node the Kubernetes API of its cluster, in place of
+    /// any it had: a node that took a config registers there at once as a
+    /// Ready Node, as its kubelet would on reaching a new API endpoint.
+    pub fn set_kube(&self, kube: FakeKube) {
+        self.shared.joined(kube);
     }
 
     /// The SHA-256 (lowercase hex) of the last snapshot uploaded whole with

@@ -145,7 +145,9 @@ pub(crate) struct Shared {
     /// The IP the node listens on, as its etcd member and Node carry it.
     pub(crate) address: IpAddr,
     /// The Kubernetes API the node registers with once configured.
-    pub(crate) kube: Option<FakeKube>,
+    pub(crate) kube: Mutex<Option<FakeKube>>,
+    /// Whether the node took a config (and has not been reset since).
+    pub(crate) configured: std::sync::atomic::AtomicBool,
     /// Calls of this method wait before they arrive, as if still on the
     /// network, until it is released; a caller that goes away meanwhile
     /// never reaches the node.
@@ -170,6 +172,11 @@ impl Shared {
 
     pub(crate) fn calls(&self) -> std::sync::MutexGuard<'_, Vec<Call>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The Kubernetes API of the node's cluster, if it has one.
+    pub(crate) fn kube(&self) -> Option<FakeKube> {
+        self.kube.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Records a call, waits the latency, then fails or gives the behaviour.

@@ -6,6 +6,9 @@
 //!
 //! `backups.rs` holds a tenant's backup schedule and what became of it.
 //!
+//! `providers.rs` holds each provider's `providerConfig` and its rules, and
+//! the user-data limits of the clouds.
+//!
 //! [`patch_refs`] decides a tenant's `ConfigPatchesResolved` condition from
 //! its refs and the patches that exist.
 //!
@@ -22,6 +25,7 @@ mod node_group;
 mod parse;
 pub mod patch_refs;
 mod projected;
+mod providers;
 mod tenant;
 mod user;
 mod validate;
@@ -32,12 +36,13 @@ pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFor
 pub use list::{List, Page, PageError};
 pub use machine::{Machine, MachineSpec, MachineStatus};
 pub use meta::{Kind, ObjectMeta, Resource};
-pub use node_group::{
-    MetalHost, NodeGroup, NodeGroupSpec, NodeGroupStatus, OciConfig, OpenStackConfig, Provider,
-    ProviderClass, Role,
-};
+pub use node_group::{NodeGroup, NodeGroupSpec, NodeGroupStatus, Provider, ProviderClass, Role};
 pub use parse::{ParseError, parse_json};
 pub use projected::{Projected, ProjectedList};
+pub use providers::{
+    MetalHost, OCI_MAX_NETWORK_SECURITY_GROUPS, OCI_USER_DATA_LIMIT, OPENSTACK_USER_DATA_LIMIT, OciConfig,
+    OpenStackConfig, is_flex_shape,
+};
 pub use tenant::{
     Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, EtcdMemberStatus, EtcdStatus,
     Phase, Tenant, TenantSpec, TenantStatus,

@@ -1,14 +1,13 @@
 //! Node groups: sets of machines of one role on one provider.
 
 use std::fmt;
-use std::net::IpAddr;
 use std::str::FromStr;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::meta::Resource;
+use crate::providers::{MetalConfig, MetalHost, check_provider_config, config};
 use crate::tenant::{ConfigPatchRef, check_refs};
 use crate::validate::{
     CloudText, FieldError, Validate, normalize_version, validate_cloud_text, validate_name,
@@ -138,53 +137,6 @@ impl FromStr for ProviderClass {
     }
 }
 
-/// `providerConfig` of the `oci` provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OciConfig {
-    pub region: String,
-    pub compartment_ocid: String,
-    pub subnet_id: String,
-    pub ocpus: f64,
-    pub memory_gb: f64,
-    /// The image to boot; the Talos image of the region when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub availability_domain: Option<String>,
-}
-
-/// `providerConfig` of the `openstack` provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OpenStackConfig {
-    pub image_id: String,
-    pub network_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub availability_zone: Option<String>,
-    #[serde(default)]
-    pub security_groups: Vec<String>,
-}
-
-/// One existing host of the `metal` provider, booted into maintenance mode.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MetalHost {
-    pub address: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider_id: Option<String>,
-}
-
-/// `providerConfig` of the `metal` provider.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct MetalConfig {
-    hosts: Vec<MetalHost>,
-}
-
 impl NodeGroupSpec {
     /// The parsed provider class. Valid after [`Validate::normalize`].
     pub fn provider_class(&self) -> Result<ProviderClass, String> {
@@ -207,11 +159,7 @@ impl Validate for NodeGroupSpec {
             .map_err(|message| FieldError::new(format!("{path}.providerClass"), message))?;
         validate_cloud_text(&format!("{path}.providerClass"), &class.shape, CloudText::Identifier)?;
         let field = format!("{path}.providerConfig");
-        match class.provider {
-            Provider::Oci => check_oci(&field, config(&field, &self.provider_config)?)?,
-            Provider::OpenStack => check_openstack(&field, config(&field, &self.provider_config)?)?,
-            Provider::Metal => check_metal(&field, self.count, config(&field, &self.provider_config)?)?,
-        }
+        check_provider_config(&field, &class, self.count, &self.provider_config)?;
         if let Some(version) = &self.talos_version {
             self.talos_version = Some(normalize_version(&format!("{path}.talosVersion"), version)?);
         }
@@ -220,84 +168,6 @@ impl Validate for NodeGroupSpec {
         }
         check_refs(&format!("{path}.configPatches"), &self.config_patches)
     }
-}
-
-fn config<T: DeserializeOwned>(field: &str, map: &Map<String, Value>) -> Result<T, FieldError> {
-    serde_path_to_error::deserialize(Value::Object(map.clone())).map_err(|err| {
-        let path = err.path().to_string();
-        let field = if path == "." { field.to_string() } else { format!("{field}.{path}") };
-        FieldError::new(field, err.into_inner())
-    })
-}
-
-/// Checks each present string of a provider's settings as [`CloudText`].
-fn check_texts<'a>(
-    field: &str,
-    texts: impl IntoIterator<Item = (&'static str, Option<&'a String>)>,
-    kind: CloudText,
-) -> Result<(), FieldError> {
-    for (name, value) in texts {
-        if let Some(value) = value {
-            validate_cloud_text(&format!("{field}.{name}"), value, kind)?;
-        }
-    }
-    Ok(())
-}
-
-fn check_oci(field: &str, oci: OciConfig) -> Result<(), FieldError> {
-    let texts = [
-        ("region", Some(&oci.region)),
-        ("compartmentOcid", Some(&oci.compartment_ocid)),
-        ("subnetId", Some(&oci.subnet_id)),
-        ("imageId", oci.image_id.as_ref()),
-        ("availabilityDomain", oci.availability_domain.as_ref()),
-    ];
-    check_texts(field, texts, CloudText::Identifier)?;
-    for (name, value) in [("ocpus", oci.ocpus), ("memoryGb", oci.memory_gb)] {
-        if !(value.is_finite() && value > 0.0) {
-            return Err(FieldError::new(format!("{field}.{name}"), "must be a positive number"));
-        }
-    }
-    Ok(())
-}
-
-fn check_openstack(field: &str, openstack: OpenStackConfig) -> Result<(), FieldError> {
-    let texts = [
-        ("imageId", Some(&openstack.image_id)),
-        ("networkId", Some(&openstack.network_id)),
-        ("availabilityZone", openstack.availability_zone.as_ref()),
-    ];
-    check_texts(field, texts, CloudText::Identifier)?;
-    for (index, group) in openstack.security_groups.iter().enumerate() {
-        validate_cloud_text(&format!("{field}.securityGroups[{index}]"), group, CloudText::Name)?;
-    }
-    Ok(())
-}
-
-fn check_metal(field: &str, count: u32, metal: MetalConfig) -> Result<(), FieldError> {
-    let mut seen = Vec::new();
-    for (index, host) in metal.hosts.iter().enumerate() {
-        let address = format!("{field}.hosts[{index}].address");
-        let ip: IpAddr = host
-            .address
-            .parse()
-            .map_err(|_| FieldError::new(&address, format!("{:?} is not an IP address", host.address)))?;
-        if seen.contains(&ip) {
-            return Err(FieldError::new(address, format!("{ip} is listed twice")));
-        }
-        seen.push(ip);
-        if let Some(provider_id) = &host.provider_id {
-            let field = format!("{field}.hosts[{index}].providerId");
-            validate_cloud_text(&field, provider_id, CloudText::Identifier)?;
-        }
-    }
-    if (metal.hosts.len() as u64) < u64::from(count) {
-        return Err(FieldError::new(
-            format!("{field}.hosts"),
-            format!("lists {} hosts but count is {count}", metal.hosts.len()),
-        ));
-    }
-    Ok(())
 }
 
 /// Checks a node-group resource's spec against its metadata name.
@@ -336,102 +206,12 @@ mod tests {
         spec.normalize("spec").map(|_| spec)
     }
 
-    const OCI: &str =
-        r#""providerConfig":{"region":"r","compartmentOcid":"c","subnetId":"s","ocpus":2,"memoryGb":8}"#;
-
-    #[test]
-    fn oci_groups_are_checked() {
-        assert!(
-            group(&format!(
-                r#"{{"role":"worker","count":2,"providerClass":"oci:VM.Standard.A1.Flex",{OCI}}}"#
-            ))
-            .is_ok()
-        );
-        let err = group(r#"{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{"region":"r","compartmentOcid":"c","subnetId":"s","ocpus":0,"memoryGb":8}}"#).unwrap_err();
-        assert_eq!(err.field, "spec.providerConfig.ocpus");
-        let err =
-            group(r#"{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{"region":"r"}}"#)
-                .unwrap_err();
-        assert_eq!(err.field, "spec.providerConfig");
-        assert!(err.message.contains("compartmentOcid"), "{err}");
-        let err =
-            group(r#"{"role":"worker","count":2,"providerClass":"oci:x","providerConfig":{"regoin":"r"}}"#)
-                .unwrap_err();
-        assert!(err.message.contains("regoin"), "{err}");
-    }
-
     #[test]
     fn provider_class_is_checked() {
         for class in ["oci", "aws:x", "oci:", "metal: "] {
             let err =
                 group(&format!(r#"{{"role":"worker","count":1,"providerClass":"{class}"}}"#)).unwrap_err();
             assert_eq!(err.field, "spec.providerClass", "{class}");
-        }
-    }
-
-    #[test]
-    fn metal_hosts_are_checked() {
-        let ok = r#"{"role":"controlplane","count":1,"providerClass":"metal:bare","providerConfig":{"hosts":[{"address":"10.0.0.1","providerId":"rack1-a"}]}}"#;
-        assert_eq!(group(ok).unwrap().metal_hosts()[0].address, "10.0.0.1");
-        let short = r#"{"role":"worker","count":2,"providerClass":"metal:bare","providerConfig":{"hosts":[{"address":"10.0.0.1"}]}}"#;
-        assert_eq!(group(short).unwrap_err().field, "spec.providerConfig.hosts");
-        let bad = r#"{"role":"worker","count":1,"providerClass":"metal:bare","providerConfig":{"hosts":[{"address":"nope"}]}}"#;
-        assert_eq!(group(bad).unwrap_err().field, "spec.providerConfig.hosts[0].address");
-    }
-
-    #[test]
-    fn template_characters_are_refused_in_every_string_the_tool_reads() {
-        let oci = r#"{"region":"eu-frankfurt-1","compartmentOcid":"ocid1.compartment.oc1..c","subnetId":"ocid1.subnet.oc1.eu-frankfurt-1.s","ocpus":2,"memoryGb":8,"imageId":"ocid1.image.oc1..i","availabilityDomain":"Uocm:EU-FRANKFURT-1-AD-1"}"#;
-        let openstack = r#"{"imageId":"0b5d4d3e-6f5b-4c1e-9a0e-2f7c3d1b9e42","networkId":"net-1","availabilityZone":"nova","securityGroups":["talos","allow ssh"]}"#;
-        let metal = r#"{"hosts":[{"address":"10.0.0.1","providerId":"rack1-a"}]}"#;
-        let spec = |class: &str, config: &str| {
-            format!(r#"{{"role":"worker","count":1,"providerClass":"{class}","providerConfig":{config}}}"#)
-        };
-        assert!(group(&spec("oci:VM.Standard.A1.Flex", oci)).is_ok());
-        assert!(group(&spec("openstack:m1.large", openstack)).is_ok());
-        assert!(group(&spec("metal:bare", metal)).is_ok());
-        let attack = r#"${file(\"../../secrets.key\")}"#;
-        let cases = [
-            (spec(&format!("metal:{attack}"), metal), "spec.providerClass"),
-            (
-                spec("metal:bare", &metal.replace("rack1-a", attack)),
-                "spec.providerConfig.hosts[0].providerId",
-            ),
-            (spec("metal:bare", &metal.replace("10.0.0.1", attack)), "spec.providerConfig.hosts[0].address"),
-            (
-                spec("oci:x", &oci.replace("eu-frankfurt-1\"", "%{ if true }x%{ endif }\"")),
-                "spec.providerConfig.region",
-            ),
-            (
-                spec("oci:x", &oci.replace("ocid1.compartment.oc1..c", attack)),
-                "spec.providerConfig.compartmentOcid",
-            ),
-            (
-                spec("oci:x", &oci.replace("ocid1.subnet.oc1.eu-frankfurt-1.s", "a\\nb")),
-                "spec.providerConfig.subnetId",
-            ),
-            (spec("oci:x", &oci.replace("ocid1.image.oc1..i", "a\\\\b")), "spec.providerConfig.imageId"),
-            (
-                spec("oci:x", &oci.replace("Uocm:EU-FRANKFURT-1-AD-1", "a'b")),
-                "spec.providerConfig.availabilityDomain",
-            ),
-            (
-                spec("openstack:x", &openstack.replace("0b5d4d3e-6f5b-4c1e-9a0e-2f7c3d1b9e42", attack)),
-                "spec.providerConfig.imageId",
-            ),
-            (spec("openstack:x", &openstack.replace("net-1", "{x}")), "spec.providerConfig.networkId"),
-            (
-                spec("openstack:x", &openstack.replace("nova", &"z".repeat(256))),
-                "spec.providerConfig.availabilityZone",
-            ),
-            (
-                spec("openstack:x", &openstack.replace("allow ssh", "a$b")),
-                "spec.providerConfig.securityGroups[1]",
-            ),
-        ];
-        for (body, field) in cases {
-            let err = group(&body).unwrap_err();
-            assert_eq!(err.field, field, "{body}: {err}");
         }
     }
 

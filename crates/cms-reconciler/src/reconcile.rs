@@ -17,13 +17,14 @@ use std::time::Duration;
 use chrono::Utc;
 use cms_model::{Machine, Phase, Role, Tenant};
 use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store};
-use cms_tenancy::{KubeClient, MachineConfigs, NodeClient};
-use cms_tofu::{Tofu, WorkspacePlan, project};
+use cms_tenancy::{KubeClient, MADE_ENDPOINT_ANNOTATION, MachineConfigs, NodeClient};
+use cms_tofu::{Network, Tofu, WorkspacePlan, endpoint_address, project};
 
 use crate::bootstrap::{self, BOOTSTRAPPED_ANNOTATION, Bootstrap};
 use crate::cluster::{self, Check, Observed};
 use crate::leaving::{self, Leaving};
 use crate::machines::{self, newest_first, planned};
+use crate::outdated;
 use crate::plan;
 use crate::readiness;
 use crate::rollout::{self, Rollout, UPGRADE_POLL};
@@ -38,6 +39,9 @@ use crate::{Action, ReconcileError};
 /// The tenant annotation holding the inputs hash (rendered workspace and
 /// credentials fingerprint) of the last good apply: equal inputs run no tool.
 pub const APPLIED_ANNOTATION: &str = "service.io/applied-inputs";
+
+/// The Kubernetes API port of an endpoint the service makes.
+const KUBERNETES_API_PORT: u16 = 6443;
 
 /// How soon a tenant whose machines are not all ready is looked at again
 /// (or the resync interval, when shorter).
@@ -77,6 +81,9 @@ pub struct Context {
     /// The tenants' Kubernetes APIs.
     pub kube: Arc<dyn KubeClient>,
     pub configs: Option<Arc<dyn MachineConfigs>>,
+    /// The settings of the network made around cloud machines (public
+    /// addresses, administrative CIDRs, a floating IP pool).
+    pub network: Network,
     /// The periodic resync.
     pub resync: Duration,
     /// Leases when several replicas share the store; `None` for one.
@@ -127,7 +134,7 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
 async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = tenant.metadata.name.as_str();
     let store = ctx.store.as_ref();
-    let plan = plan::desired(tenant, ctx.configs.as_deref()).await?;
+    let plan = plan::desired(tenant, ctx.configs.as_deref(), &ctx.network).await?;
     let bootstrapped = tenant.metadata.annotations.contains_key(BOOTSTRAPPED_ANNOTATION)
         || tenant.status.conditions.iter().any(|c| c.kind == BOOTSTRAPPED && c.status == "True");
     // Machines on their way out leave etcd, drain and reset first; the
@@ -146,6 +153,11 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     if !unchanged && leaving.settled() {
         provision(tenant, &plan, &stored, &replacing, ctx).await?;
         record_applied(ctx, name, &hash).await?;
+        if plan.network.instances_held {
+            // The endpoint is made: the machines come in the next pass,
+            // with configs that name it.
+            return Ok(Action::Requeue(Duration::ZERO));
+        }
     }
     // The nodes: configs of metal hosts, and machines not answering yet;
     // the rolling upgrade of machines on another Talos version; etcd's
@@ -291,6 +303,20 @@ async fn provision(
     let applied = ctx.tofu.apply(plan, &replace).await?;
     let projected = project(name, &applied.resources);
     store.set_projection(name.to_string(), projected.clone()).await?;
+    if plan.network.load_balancer {
+        let endpoint = endpoint_address(&applied.resources).ok_or_else(|| {
+            ReconcileError::Invalid("the load balancer of the control-plane endpoint has no address".into())
+        })?;
+        let endpoint = match endpoint.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V6(ip)) => format!("https://[{ip}]:{KUBERNETES_API_PORT}"),
+            _ => format!("https://{endpoint}:{KUBERNETES_API_PORT}"),
+        };
+        if tenant.metadata.annotations.get(MADE_ENDPOINT_ANNOTATION) != Some(&endpoint) {
+            tracing::info!(tenant = name, %endpoint, "made the control-plane endpoint");
+            rollout::set_annotation(ctx, name, MADE_ENDPOINT_ANNOTATION, Some(endpoint)).await?;
+        }
+    }
+    outdated::record(store, name, &plan.outdated(&applied.resources)).await?;
 
     // Machines: removals newest first, then updates and creations. The
     // configured hosts no machine holds any more are remembered.
@@ -311,7 +337,8 @@ async fn provision(
             }
             current => {
                 let id = (item.name.as_str(), current.is_some());
-                machines::create(store, name, id, desired, &configured).await?
+                let boot = machine_plan.user_data.as_deref();
+                machines::create(store, name, id, desired, &configured, boot).await?
             }
         }
     }

@@ -1,7 +1,10 @@
-//! After the infrastructure, the nodes. A `metal` host gets its machine
-//! config over the node API whenever the config rendered for it differs
-//! from the one it last took, which the annotation
-//! [`CONFIG_HASH_ANNOTATION`] records. A host that carries it has taken a
+//! After the infrastructure, the nodes. A machine gets its machine config
+//! over the node API whenever the config rendered for it differs from the
+//! one it last took, which the annotation [`CONFIG_HASH_ANNOTATION`]
+//! records. A cloud instance boots its first config as user data, whose
+//! fingerprint its machine starts with (`machines.rs`); every later config
+//! reaches it here, over mTLS, as on metal, and its user data never
+//! changes (`ignore_changes`), so no config change replaces an instance. A host that carries it has taken a
 //! config, and is only ever sent one over mTLS against the tenant's OS CA:
 //! maintenance mode (no client certificate, any server certificate) is for
 //! a host that never took one: the annotation goes only when the node
@@ -71,16 +74,18 @@ pub(crate) async fn settle(
     let name = tenant.metadata.name.as_str();
     let stored = machines::stored(ctx.store.as_ref(), name)?;
     let mut configs: HashMap<&str, Result<String, String>> = HashMap::new();
-    for machine in plan.machines.iter().filter(|machine| machine.provider == Provider::Metal) {
+    for machine in &plan.machines {
         if configs.contains_key(machine.group.as_str()) {
             continue;
         }
-        let rendered = match &ctx.configs {
-            Some(renderer) => renderer
+        // A cloud group's config is rendered already: its user data.
+        let rendered = match (&machine.user_data, &ctx.configs) {
+            (Some(config), _) => Ok(config.clone()),
+            (None, Some(renderer)) => renderer
                 .render(name.to_string(), machine.group.clone(), machine.role)
                 .await
                 .map_err(|err| err.to_string()),
-            None => Err(NO_RENDERER.to_string()),
+            (None, None) => Err(NO_RENDERER.to_string()),
         };
         configs.insert(machine.group.as_str(), rendered);
     }
@@ -132,14 +137,15 @@ async fn settle_one(
     let mut status = machine.status.clone();
     let mut connected = machine.spec.connected;
     let mut problem = None;
-    if plan.provider == Provider::Metal {
+    {
         match config {
             Some(Ok(yaml)) => {
                 let hash = fingerprint(yaml);
                 let taken = annotations.get(CONFIG_HASH_ANNOTATION);
                 if taken != Some(&hash) {
-                    // A host that took a config is never asked in maintenance mode.
-                    let configured = taken.is_some();
+                    // A host that took a config is never asked in maintenance
+                    // mode, nor is a cloud instance, which booted with one.
+                    let configured = taken.is_some() || plan.provider != Provider::Metal;
                     match ctx.nodes.apply_config(&node, yaml, configured).await {
                         Ok(()) => {
                             tracing::info!(tenant, machine = %id, "applied the machine config");
@@ -177,7 +183,7 @@ async fn settle_one(
 }
 
 /// The fingerprint of a rendered config.
-fn fingerprint(config: &str) -> String {
+pub(crate) fn fingerprint(config: &str) -> String {
     hex::encode(&Sha256::digest(config.as_bytes())[..12])
 }
 

@@ -71,6 +71,17 @@ impl Provisioning {
             nodes,
             kube,
             configs: Some(configs),
+            network: cms_tofu::Network {
+                public_addresses: settings.cloud_public_addresses,
+                admin_cidrs: settings
+                    .cloud_admin_cidrs
+                    .split([',', ' ', '\n'])
+                    .filter(|cidr| !cidr.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+                floating_ip_pool: settings.openstack_floating_ip_pool.clone(),
+                ..cms_tofu::Network::default()
+            },
             resync: settings.resync_interval,
             // Several replicas share a PostgreSQL store: each tenant is
             // reconciled under its lease. One SQLite process needs none.

@@ -57,6 +57,9 @@ const KEYS: &[&str] = &[
     "tofu_plugin_dir",
     "tofu_cli_config",
     "tofu_state_key",
+    "cloud_public_addresses",
+    "cloud_admin_cidrs",
+    "openstack_floating_ip_pool",
     "resync_interval",
     "reconcile_concurrency",
     "lease_ttl",
@@ -176,6 +179,18 @@ pub(crate) struct Settings {
     /// The secret OpenTofu state passphrases derive from; the secrets key's
     /// text when unset. Pinned before the sealing key rotates.
     pub(crate) tofu_state_key: Option<SecretString>,
+    /// OCI: whether cloud instances and the load balancer of a made
+    /// endpoint get public addresses, which the service then uses; else the
+    /// service must reach the tenants' private subnets.
+    pub(crate) cloud_public_addresses: bool,
+    /// Where the service and the tenants' users reach the node API and the
+    /// Kubernetes API from: CIDRs separated by commas or white space, which
+    /// the tenants' security groups admit on 50000 and 6443; `0.0.0.0/0`
+    /// when empty.
+    pub(crate) cloud_admin_cidrs: String,
+    /// OpenStack: the external network the floating IP of a made endpoint
+    /// comes from; none keeps the load balancer's private address.
+    pub(crate) openstack_floating_ip_pool: Option<String>,
     /// How often every tenant is reconciled even without a change.
     #[serde(deserialize_with = "duration")]
     pub(crate) resync_interval: Duration,
@@ -278,6 +293,9 @@ impl Default for Settings {
             tofu_plugin_dir: None,
             tofu_cli_config: None,
             tofu_state_key: None,
+            cloud_public_addresses: false,
+            cloud_admin_cidrs: String::new(),
+            openstack_floating_ip_pool: None,
             resync_interval: Duration::from_secs(5 * 60),
             reconcile_concurrency: 4,
             lease_ttl: Duration::from_secs(30),

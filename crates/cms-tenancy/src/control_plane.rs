@@ -4,8 +4,9 @@
 //! A machine is a control plane when [`Machine::role`] says so. Its address
 //! is the host of `spec.managementAddress`. Machines being deleted are left
 //! out. The endpoint is the tenant's `controlPlaneEndpoint` when set, else
-//! derived from the first control-plane address; with neither, documents
-//! that need it are [`TenancyError::NotReady`].
+//! the one the service made for it (the load balancer of a cloud tenant,
+//! [`MADE_ENDPOINT_ANNOTATION`]), else derived from the first control-plane
+//! address; with none, documents that need it are [`TenancyError::NotReady`].
 
 use std::net::SocketAddr;
 
@@ -39,9 +40,21 @@ pub(crate) fn addresses(store: &dyn Store, tenant: &Tenant) -> Result<Vec<String
     Ok(addresses)
 }
 
-/// The Kubernetes API endpoint, `https://HOST:PORT`: configured, else derived.
+/// The tenant annotation holding the control-plane endpoint the service
+/// made for a tenant without a `controlPlaneEndpoint` (the address of the
+/// load balancer before its cloud control planes), `https://IP:6443`.
+pub const MADE_ENDPOINT_ANNOTATION: &str = "service.io/control-plane-endpoint";
+
+/// The endpoint set on the tenant, or else the one the service made for it.
+pub fn set_endpoint(tenant: &Tenant) -> Option<String> {
+    let made = || tenant.metadata.annotations.get(MADE_ENDPOINT_ANNOTATION).cloned();
+    tenant.spec.control_plane_endpoint.clone().or_else(made)
+}
+
+/// The Kubernetes API endpoint, `https://HOST:PORT`: set or made, else derived.
 pub(crate) fn endpoint(tenant: &Tenant, addresses: &[String]) -> Result<String, TenancyError> {
-    let configured = tenant.spec.control_plane_endpoint.as_deref();
+    let set = set_endpoint(tenant);
+    let configured = set.as_deref();
     if configured.is_none() && addresses.is_empty() {
         return Err(TenancyError::NotReady(format!(
             "tenant {:?} has no control-plane endpoint yet: set spec.controlPlaneEndpoint, \

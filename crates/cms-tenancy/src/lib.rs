@@ -5,8 +5,10 @@
 //! - [`Tenancy`]: the operations users make (create, replace and delete
 //!   tenants, node groups and config patches) with the checks the API
 //!   makes ([`Writable::check`]: `cms-model`'s rules, supported Talos
-//!   versions, patches that apply), and the documents built from a
-//!   tenant's secrets (kubeconfig, talosconfig, the bundle, machine configs).
+//!   versions, patches that apply; `user_data_limits.rs`: no cloud group's
+//!   config over its cloud's user-data limit, [`ConfigChange`]), and the
+//!   documents built from a tenant's secrets (kubeconfig, talosconfig, the
+//!   bundle, machine configs).
 //! - [`Secrets`]: each tenant's bundle, generated (with a pool of
 //!   pre-generated service-account keys) and sealed on create, opened for
 //!   the documents and the node API credentials.
@@ -46,11 +48,13 @@ mod reservations;
 mod resources;
 mod secrets;
 mod tenancy;
+mod user_data_limits;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub use crate::kube::MockKubeClient;
 pub use crate::kube::{Drain, KubeClient, KubeError, KubeNode, TenantKube};
 pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, UploadStream};
+pub use control_plane::{MADE_ENDPOINT_ANNOTATION, set_endpoint};
 #[cfg(any(test, feature = "testsuite"))]
 pub use credentials::MockTenantCredentials;
 pub use credentials::{SealedCredentials, TenantCredentials};
@@ -73,3 +77,4 @@ pub use render::{MachineConfigs, StoreMachineConfigs};
 pub use resources::{REMOVABLE_ANNOTATIONS, SERVICE_ANNOTATION_PREFIX, Writable, service_annotations};
 pub use secrets::{CERTIFICATE_EXPIRY_GAUGE, Secrets, SecretsOptions};
 pub use tenancy::{DEFAULT_MAX_GROUP_COUNT, Tenancy, find};
+pub use user_data_limits::{ConfigChange, STAND_IN_ENDPOINT, user_data_size};

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use cms_model::{ConfigPatch, Kind, NodeGroupSpec, Role, Tenant};
 use cms_store::{Key, Store};
-use cms_talos::RenderInput;
+use cms_talos::{RenderInput, ResolvedPatch, SecretsBundle};
 
 use crate::control_plane;
 use crate::error::TenancyError;
@@ -61,25 +61,42 @@ pub(crate) async fn render(
     }
 
     let bundle = secrets.open(store, &tenant_name).await?;
+    let endpoint = control_plane::set_endpoint(tenant);
+    let input = render_input(tenant, group, role, endpoint, addresses, &bundle, resolution.patches);
+    Ok(cms_talos::render(&input)?)
+}
+
+/// What the config of a machine of `role` in `group` of `tenant` is
+/// rendered from: the endpoint set on the tenant (or a stand-in), its
+/// control-plane addresses, its bundle and the patches, resolved in order.
+/// The Talos version is the group's, else the tenant's, else the bundle's.
+pub(crate) fn render_input<'a>(
+    tenant: &Tenant,
+    group: Option<&NodeGroupSpec>,
+    role: Role,
+    endpoint: Option<String>,
+    addresses: Vec<String>,
+    bundle: &'a SecretsBundle,
+    patches: Vec<ResolvedPatch>,
+) -> RenderInput<'a> {
     let talos_version = group
         .and_then(|group| group.talos_version.clone())
         .or_else(|| tenant.spec.talos_version.clone())
         .unwrap_or_else(|| bundle.talos_version().to_string());
-    let input = RenderInput {
-        cluster_name: tenant_name.clone(),
+    RenderInput {
+        cluster_name: tenant.metadata.name.clone(),
         role,
         talos_version,
         kubernetes_version: tenant.spec.kubernetes_version.clone(),
-        control_plane_endpoint: tenant.spec.control_plane_endpoint.clone(),
+        control_plane_endpoint: endpoint,
         control_plane_addresses: addresses,
         pod_networks: tenant.spec.pod_network.clone(),
         service_networks: tenant.spec.service_network.clone(),
         cert_sans: Vec::new(),
         install_image: None,
-        bundle: &bundle,
-        patches: resolution.patches,
-    };
-    Ok(cms_talos::render(&input)?)
+        bundle,
+        patches,
+    }
 }
 
 /// [`MachineConfigs`] from the store and the tenants' sealed secrets.

@@ -4,7 +4,8 @@
 //! rules, so a broken one is refused on write rather than found at render
 //! time. [`Writable::check`] is what the API checks, so a Rust tool that
 //! writes through [`crate::Tenancy`] is refused exactly where the API
-//! refuses.
+//! refuses; [`Writable::config_change`] tells the check of the cloud
+//! user-data limits what the write changes.
 //!
 //! The `service.io/*` annotations are the service's: [`service_annotations`]
 //! keeps those a replacement omits and refuses any it adds or changes, but
@@ -18,8 +19,10 @@ use cms_store::Draft;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::control_plane::MADE_ENDPOINT_ANNOTATION;
 use crate::error::TenancyError;
 use crate::secrets::check_talos_version;
+use crate::user_data_limits::ConfigChange;
 
 /// A kind of resource that users create and change, and read back from the
 /// store in the same shape.
@@ -40,6 +43,10 @@ pub trait Writable: Sized + DeserializeOwned {
     /// What the store writes: labels, annotations and spec. Status is never
     /// taken from a writer.
     fn draft(self) -> Result<Draft, TenancyError>;
+
+    /// What writing the resource changes of the sources of its tenant's
+    /// machine configs, for the check of the cloud user-data limits.
+    fn config_change(&self) -> ConfigChange<'_>;
 
     /// Checks the resource's sizes: no node group's `count`, nor its metal
     /// hosts, over `max_group_count`. On a replace, `stored` is the resource
@@ -78,7 +85,24 @@ impl Writable for Tenant {
         draft(self)
     }
 
+    fn config_change(&self) -> ConfigChange<'_> {
+        ConfigChange::Tenant(self)
+    }
+
     fn check_sizes(&self, max_group_count: u32, stored: Option<&Self>) -> Result<(), FieldError> {
+        // An endpoint the service made stays: the machines' configs name it.
+        let made = stored.and_then(|tenant| tenant.metadata.annotations.get(MADE_ENDPOINT_ANNOTATION));
+        if let Some(made) = made
+            && self.spec.control_plane_endpoint.as_ref().is_some_and(|set| set != made)
+        {
+            return Err(FieldError::new(
+                "spec.controlPlaneEndpoint",
+                format!(
+                    "the control-plane endpoint is {made}, the load balancer the service made for the tenant; \
+                     its machines' configs name it, so it cannot change"
+                ),
+            ));
+        }
         let stored_groups = stored.and_then(|tenant| tenant.spec.node_groups.as_deref()).unwrap_or_default();
         for (index, group) in self.spec.node_groups.iter().flatten().enumerate() {
             let before = stored_groups.iter().find(|stored| stored.name == group.name);
@@ -97,6 +121,10 @@ impl Writable for NodeGroup {
             Some(version) => check_talos_version("spec.talosVersion", version),
             None => Ok(()),
         }
+    }
+
+    fn config_change(&self) -> ConfigChange<'_> {
+        ConfigChange::NodeGroup(&self.spec)
     }
 
     fn check_sizes(&self, max_group_count: u32, stored: Option<&Self>) -> Result<(), FieldError> {
@@ -122,6 +150,10 @@ impl Writable for ConfigPatch {
     fn check(&mut self) -> Result<(), FieldError> {
         self.prepare()?;
         cms_talos::check_patch(&self.spec)
+    }
+
+    fn config_change(&self) -> ConfigChange<'_> {
+        ConfigChange::ConfigPatch(self)
     }
 
     fn metadata(&self) -> &ObjectMeta {
@@ -307,6 +339,20 @@ mod tests {
         );
         let err = resource.check().expect_err("1.7 is too old");
         assert_eq!(err.field, "spec.nodeGroups[0].talosVersion");
+    }
+
+    #[test]
+    fn a_made_endpoint_cannot_change() {
+        let mut stored = tenant(r#"{"metadata":{"name":"acme"},"spec":{"kubernetesVersion":"1.31.1"}}"#);
+        stored.metadata.annotations.insert(MADE_ENDPOINT_ANNOTATION.into(), "https://10.9.0.2:6443".into());
+        let mut update = stored.clone();
+        assert!(update.check_sizes(100, Some(&stored)).is_ok(), "unset keeps the made one");
+        update.spec.control_plane_endpoint = Some("https://10.9.0.2:6443".into());
+        assert!(update.check_sizes(100, Some(&stored)).is_ok(), "the same one");
+        update.spec.control_plane_endpoint = Some("https://lb.example.com:6443".into());
+        let err = update.check_sizes(100, Some(&stored)).unwrap_err();
+        assert_eq!(err.field, "spec.controlPlaneEndpoint");
+        assert!(err.message.contains("https://10.9.0.2:6443"), "{}", err.message);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::error::TenancyError;
 use crate::reservations::Reservations;
 use crate::resources::{Writable, service_annotations};
 use crate::secrets::Secrets;
+use crate::user_data_limits::check_new_tenant;
 
 /// Tenant operations over a store and the tenants' secrets. Cloning is cheap.
 #[derive(Clone)]
@@ -100,8 +101,10 @@ impl Tenancy {
             .reserve(&name)
             .ok_or_else(|| TenancyError::Conflict(format!("{key} is being created")))?;
         let version = self.secrets.talos_version(tenant.spec.talos_version.as_deref());
+        let sealed = self.secrets.generate_sealed(&name, version).await?;
+        check_new_tenant(&self.secrets, &tenant, &sealed)?;
         let mut draft = tenant.draft()?;
-        draft.secrets = Some(self.secrets.generate_sealed(&name, version).await?);
+        draft.secrets = Some(sealed);
         Ok(self.store.create(key, draft).await?)
     }
 
@@ -115,6 +118,7 @@ impl Tenancy {
         resource.check_sizes(self.max_group_count, None)?;
         let wanted = std::mem::take(&mut resource.metadata_mut().annotations);
         resource.metadata_mut().annotations = service_annotations(&BTreeMap::new(), wanted)?;
+        self.check_user_data(tenant, resource.config_change()).await?;
         let key = Key::child(R::KIND, tenant, resource.metadata().name.clone());
         Ok(self.store.create(key, resource.draft()?).await?)
     }
@@ -155,6 +159,7 @@ impl Tenancy {
         resource.check_sizes(self.max_group_count, Some(&stored))?;
         let wanted = std::mem::take(&mut resource.metadata_mut().annotations);
         resource.metadata_mut().annotations = service_annotations(&stored.metadata().annotations, wanted)?;
+        self.check_user_data(&key.owner().name, resource.config_change()).await?;
         Ok(self.store.update(key, resource.draft()?, expected).await?)
     }
 

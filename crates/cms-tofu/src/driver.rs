@@ -162,9 +162,11 @@ impl Tofu {
         let hash = inputs_hash(&rendered, &user_data.digest(), &self.credentials.fingerprint());
         create_private_dir(&dir).await?;
         write_private(&dir.join(MAIN_FILE), &rendered).await?;
-        if !dir.join(".terraform").exists()
-            || !dir.join(".terraform.lock.hcl").exists() && has_providers(plan)
-        {
+        // `init` again whenever a provider is not in the lock file, which
+        // holds those of the last `init` only: a provider added to a tenant.
+        let lock = tokio::fs::read_to_string(dir.join(".terraform.lock.hcl")).await.unwrap_or_default();
+        let missing = providers(plan).into_iter().any(|source| !lock.contains(&format!("/{source}\"")));
+        if !dir.join(".terraform").exists() || missing {
             let mut args = vec!["init".to_string(), "-input=false".into(), "-no-color".into()];
             if let Some(plugins) = &self.options.plugin_dir {
                 args.push(format!("-plugin-dir={}", plugins.display()));
@@ -319,8 +321,16 @@ fn rendered(plan: &WorkspacePlan, backend: StateBackend) -> Result<Vec<u8>, Tofu
     serde_json::to_vec_pretty(&value).map_err(|err| TofuError::Invalid(err.to_string()))
 }
 
-fn has_providers(plan: &WorkspacePlan) -> bool {
-    plan.machines.iter().any(|machine| machine.provider != cms_model::Provider::Metal)
+/// The sources of the providers a plan needs: none for metal alone.
+fn providers(plan: &WorkspacePlan) -> std::collections::BTreeSet<&'static str> {
+    plan.machines
+        .iter()
+        .filter_map(|machine| match machine.provider {
+            cms_model::Provider::Metal => None,
+            cms_model::Provider::Oci => Some("oracle/oci"),
+            cms_model::Provider::OpenStack => Some("terraform-provider-openstack/openstack"),
+        })
+        .collect()
 }
 
 async fn create_private_dir(dir: &Path) -> Result<(), TofuError> {

@@ -27,6 +27,7 @@ mod encryption;
 mod error;
 mod process;
 mod providers;
+mod readback;
 mod runner;
 mod state;
 mod template;
@@ -40,12 +41,15 @@ pub use encryption::{
 };
 pub use error::TofuError;
 pub use process::{Invocation, Output};
+pub use readback::endpoint_address;
 #[cfg(any(test, feature = "testsuite"))]
 pub use runner::MockRunner;
 pub use runner::{ProcessRunner, Runner};
 pub use state::{StateResource, parse_show, project};
 pub use user_data::{MAX_ENV_STRING, PEM_BASE64_MARKERS, VARIABLE_PREFIX as USER_DATA_VARIABLE_PREFIX};
-pub use workspace::{MAIN_FILE, MachinePlan, WorkspacePlan, inputs_hash, resource_type};
+pub use workspace::{
+    MAIN_FILE, MachinePlan, Network, WorkspacePlan, inputs_hash, resource_name, resource_type,
+};
 
 #[cfg(test)]
 mod snapshots;

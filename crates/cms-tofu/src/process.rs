@@ -14,7 +14,7 @@ use crate::TofuError;
 
 /// The environment variables of the service that the tool inherits; the
 /// rest of its environment is set explicitly.
-const INHERITED: [&str; 9] = [
+const INHERITED: [&str; 10] = [
     "PATH",
     "HOME",
     "TMPDIR",
@@ -24,6 +24,8 @@ const INHERITED: [&str; 9] = [
     "TF_PLUGIN_CACHE_DIR",
     "TF_LOG",
     "TF_LOG_PATH",
+    // Terraform's version check over the network, off when set.
+    "CHECKPOINT_DISABLE",
 ];
 
 /// One run of the tool.

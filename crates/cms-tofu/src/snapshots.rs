@@ -5,7 +5,7 @@
 use cms_model::{MetalHost, Provider, Role};
 use serde_json::{Map, Value, json};
 
-use crate::{MachinePlan, WorkspacePlan};
+use crate::{MachinePlan, Network, WorkspacePlan};
 
 fn config(value: Value) -> Map<String, Value> {
     match value {
@@ -50,38 +50,46 @@ fn rendered(plan: &WorkspacePlan) -> String {
 
 #[test]
 fn oci_workspace() {
-    let oci = json!({"region": "eu-frankfurt-1", "compartmentOcid": "ocid1.compartment.oc1..c", "subnetId": "ocid1.subnet.oc1..s", "ocpus": 2, "memoryGb": 8});
+    let oci = json!({"region": "eu-frankfurt-1", "compartmentOcid": "ocid1.compartment.oc1..c", "subnetId": "ocid1.subnet.oc1..s", "ocpus": 2, "memoryGb": 8, "imageId": "ocid1.image.oc1..talos-arm64"});
+    let fixed = json!({"region": "us-ashburn-1", "compartmentOcid": "ocid1.compartment.oc1..c", "subnetId": "ocid1.subnet.oc1..w", "imageId": "ocid1.image.oc1..talos-amd64", "availabilityDomains": ["AD-1", "AD-2"], "networkSecurityGroupIds": ["ocid1.nsg.oc1..own"]});
     let plan = WorkspacePlan {
         tenant: "acme".into(),
         machines: vec![
             machine("cp", 0, Role::ControlPlane, Provider::Oci, "VM.Standard.A1.Flex", oci.clone()),
-            machine("workers", 0, Role::Worker, Provider::Oci, "VM.Standard.E4.Flex", {
-                let mut oci = oci;
-                oci["imageId"] = json!("ocid1.image.oc1..talos");
-                oci["availabilityDomain"] = json!("AD-1");
-                oci
-            }),
+            machine("cp", 1, Role::ControlPlane, Provider::Oci, "VM.Standard.A1.Flex", oci),
+            machine("1st", 1, Role::Worker, Provider::Oci, "VM.Standard2.1", fixed),
         ],
+        network: Network {
+            load_balancer: true,
+            admin_cidrs: vec!["10.1.0.0/16".into()],
+            ..Network::default()
+        },
     };
     insta::assert_snapshot!(rendered(&plan));
+    assert_eq!(plan.address("1st-1").as_deref(), Some("oci_core_instance._1st-1"));
 }
 
 #[test]
 fn openstack_workspace() {
-    let os = json!({"imageId": "img-talos", "networkId": "net-1", "availabilityZone": "nova", "securityGroups": ["talos"]});
+    let os = json!({"imageId": "img-talos", "networkId": "net-1", "availabilityZones": ["az-1", "az-2"], "securityGroups": ["talos"]});
     let plan = WorkspacePlan {
         tenant: "acme".into(),
         machines: vec![
             machine("cp", 0, Role::ControlPlane, Provider::OpenStack, "m1.large", os.clone()),
             machine("cp", 1, Role::ControlPlane, Provider::OpenStack, "m1.large", os),
         ],
+        network: Network {
+            load_balancer: true,
+            floating_ip_pool: Some("public".into()),
+            ..Network::default()
+        },
     };
     insta::assert_snapshot!(rendered(&plan));
 }
 
 #[test]
 fn metal_workspace() {
-    let mut plan = WorkspacePlan { tenant: "acme".into(), machines: Vec::new() };
+    let mut plan = WorkspacePlan { tenant: "acme".into(), machines: Vec::new(), ..Default::default() };
     for index in 0..2 {
         let mut m = machine("cp", index, Role::ControlPlane, Provider::Metal, "bare", json!({}));
         m.user_data = None;
@@ -100,6 +108,7 @@ fn invalid_provider_config_is_an_error() {
     let plan = WorkspacePlan {
         tenant: "acme".into(),
         machines: vec![machine("cp", 0, Role::ControlPlane, Provider::Oci, "x", json!({"region": 1}))],
+        ..Default::default()
     };
     assert!(plan.render().is_err());
 }

@@ -6,6 +6,8 @@
 use cms_model::Projected;
 use serde_json::{Value, json};
 
+use crate::workspace::machine_of;
+
 /// One resource of the state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateResource {
@@ -96,19 +98,30 @@ pub fn project(tenant: &str, resources: &[StateResource]) -> Vec<Projected> {
                 }
                 (_, "oci_core_instance") => {
                     let field = |name: &str| resource.values.get(name).cloned().unwrap_or(Value::Null);
-                    ("Machine", json!({"address": field("private_ip"), "providerId": field("id"), "shape": field("shape")}))
+                    // A public address, when the instance has one, is the one the service reaches.
+                    let public = field("public_ip").as_str().filter(|ip| !ip.is_empty()).map(|ip| json!(ip));
+                    let address = public.unwrap_or_else(|| field("private_ip"));
+                    ("Machine", json!({"address": address, "providerId": field("id"), "shape": field("shape")}))
                 }
                 (_, "openstack_compute_instance_v2") => {
                     let field = |name: &str| resource.values.get(name).cloned().unwrap_or(Value::Null);
                     ("Machine", json!({"address": field("access_ip_v4"), "providerId": field("id"), "shape": field("flavor_name")}))
                 }
+                (_, kind) if crate::readback::BALANCERS.contains(&kind) => {
+                    ("LoadBalancer", json!({"address": crate::readback::balancer_address(resource)}))
+                }
                 _ => ("Resource", json!({})),
+            };
+            // A machine's resource name is its id, `_`-prefixed when it starts with a digit.
+            let name = match kind {
+                "Machine" => machine_of(&resource.name).to_string(),
+                _ => resource.name.clone(),
             };
             Projected {
                 tenant: tenant.to_string(),
                 kind: kind.to_string(),
                 tf_type: resource.tf_type.clone(),
-                name: resource.name.clone(),
+                name,
                 spec,
             }
         })

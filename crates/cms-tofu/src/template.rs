@@ -41,6 +41,14 @@ impl Expression {
     pub(crate) fn new(value: impl Into<Value>) -> Expression {
         Expression(value.into())
     }
+
+    /// A list of the service's `references` followed by user strings
+    /// (`plain`), which are escaped: such as an instance's security groups,
+    /// the tenant's own and those the operator names.
+    pub(crate) fn list(references: Vec<String>, plain: &[String]) -> Expression {
+        let items = references.into_iter().chain(plain.iter().map(|text| escape(text)));
+        Expression(Value::Array(items.map(Value::String).collect()))
+    }
 }
 
 /// One block of the configuration, such as a resource or a provider: plain
@@ -120,6 +128,8 @@ mod tests {
             .expression(&["metadata", "user_data"], Expression::new("${var.x}"))
             .expression(&["name"], Expression::new("${var.name}"))
             .render();
+        let list = Expression::list(vec!["${a.b.id}".into()], &["${c}".into(), "d".into()]);
+        assert_eq!(list, Expression::new(json!(["${a.b.id}", "$${c}", "d"])));
         assert_eq!(
             rendered,
             json!({

@@ -47,6 +47,7 @@ fn plan() -> WorkspacePlan {
             host: Some(MetalHost { address: "10.0.0.1".into(), provider_id: None }),
             user_data: None,
         }],
+        ..Default::default()
     }
 }
 
@@ -248,7 +249,7 @@ const MACHINE_CONFIG: &str = "version: v1alpha1\nmachine:\n  ca:\n    crt: LS0tL
 /// A tenant with one `oci` and one `openstack` machine, each with its own
 /// machine config.
 fn cloud_plan() -> WorkspacePlan {
-    let oci = serde_json::json!({"region": "r", "compartmentOcid": "c", "subnetId": "s", "ocpus": 1, "memoryGb": 2});
+    let oci = serde_json::json!({"region": "r", "compartmentOcid": "c", "subnetId": "s", "ocpus": 1, "memoryGb": 2, "imageId": "i"});
     let openstack = serde_json::json!({"imageId": "img", "networkId": "net"});
     let machine = |group: &str, provider, config: serde_json::Value| MachinePlan {
         id: format!("{group}-0"),
@@ -264,6 +265,7 @@ fn cloud_plan() -> WorkspacePlan {
     WorkspacePlan {
         tenant: "acme".into(),
         machines: vec![machine("cp", Provider::Oci, oci), machine("os", Provider::OpenStack, openstack)],
+        ..Default::default()
     }
 }
 

@@ -98,6 +98,10 @@ impl UserData {
     /// their configs go over the node API.
     pub(crate) fn of(plan: &WorkspacePlan) -> Result<UserData, TofuError> {
         let mut configs: BTreeMap<String, SecretString> = BTreeMap::new();
+        if plan.network.instances_held {
+            // No instance is made, and none is kept: nothing boots.
+            return Ok(UserData { configs });
+        }
         for machine in plan.machines.iter().filter(|machine| machine.provider != cms_model::Provider::Metal) {
             let config = machine.user_data.as_deref().ok_or_else(|| {
                 TofuError::Invalid(format!("machine {} has no machine config to boot with", machine.id))
@@ -247,7 +251,11 @@ mod tests {
     }
 
     fn plan(provider: Provider, user_data: Option<&str>) -> WorkspacePlan {
-        WorkspacePlan { tenant: "acme".into(), machines: vec![machine("cp", 0, provider, user_data)] }
+        WorkspacePlan {
+            tenant: "acme".into(),
+            machines: vec![machine("cp", 0, provider, user_data)],
+            ..Default::default()
+        }
     }
 
     /// A config of about `size` bytes shaped like a Talos one: lines of
@@ -282,7 +290,7 @@ mod tests {
         let mut machines: Vec<MachinePlan> =
             (0..3).map(|index| machine("cp", index, Provider::Oci, Some(&control_plane))).collect();
         machines.extend((0..40).map(|index| machine("workers", index, Provider::Oci, Some(&workers))));
-        let plan = WorkspacePlan { tenant: "acme".into(), machines };
+        let plan = WorkspacePlan { tenant: "acme".into(), machines, ..Default::default() };
         let env = UserData::of(&plan).unwrap().env();
         let names: Vec<&str> = env.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["TF_VAR_machine_user_data_cp", "TF_VAR_machine_user_data_workers"]);

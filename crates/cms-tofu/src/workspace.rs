@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::providers::{Setup, metal, oci, openstack};
+use crate::template::Block;
 use crate::{TofuError, user_data};
 
 /// The name of the generated configuration file.
@@ -58,13 +59,45 @@ impl std::fmt::Debug for MachinePlan {
 pub struct WorkspacePlan {
     pub tenant: String,
     pub machines: Vec<MachinePlan>,
+    /// What the service makes around the cloud machines.
+    pub network: Network,
+}
+
+/// The network the service makes around a tenant's cloud machines: a
+/// security group per cloud (and OCI region) that admits what Talos and
+/// Kubernetes need (`providers/ports.rs`), and the load balancer of the
+/// control-plane endpoint.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Network {
+    /// Makes the control-plane endpoint, a load balancer before the control
+    /// planes, on the cloud of the first control-plane group: for a tenant
+    /// without a `controlPlaneEndpoint`.
+    pub load_balancer: bool,
+    /// Applies the network alone and holds the instances back: the first
+    /// run of a tenant whose endpoint is made, whose machine configs need
+    /// the endpoint the run makes.
+    pub instances_held: bool,
+    /// OCI: instances and the load balancer get public addresses, which the
+    /// service uses; else private ones.
+    pub public_addresses: bool,
+    /// Where the service and the tenant's users reach the node API and the
+    /// Kubernetes API from; `0.0.0.0/0` when empty.
+    pub admin_cidrs: Vec<String>,
+    /// OpenStack: the external network a floating IP of the load balancer
+    /// comes from; none keeps its private address.
+    pub floating_ip_pool: Option<String>,
 }
 
 impl WorkspacePlan {
     /// The resource address of a machine, as `-replace` takes it.
     pub fn address(&self, id: &str) -> Option<String> {
         let machine = self.machines.iter().find(|machine| machine.id == id)?;
-        Some(format!("{}.{}", resource_type(machine.provider), machine.id))
+        Some(format!("{}.{}", resource_type(machine.provider), resource_name(&machine.id)))
+    }
+
+    /// The first control-plane machine, whose group places the load balancer.
+    pub(crate) fn first_control_plane(&self) -> Option<&MachinePlan> {
+        self.machines.iter().find(|machine| machine.role == Role::ControlPlane)
     }
 
     /// The generated `main.tf.json`. It refers to the machines' user data
@@ -77,6 +110,7 @@ impl WorkspacePlan {
     pub fn render(&self) -> Result<Value, TofuError> {
         let mut setup = Setup::default();
         let mut resources: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+        let held = self.network.instances_held;
         for machine in &self.machines {
             for (what, name) in [("id", &machine.id), ("group", &machine.group)] {
                 if !is_label_text(name) {
@@ -88,34 +122,52 @@ impl WorkspacePlan {
             let body = match machine.provider {
                 Provider::Metal => metal::instance(machine)?,
                 Provider::Oci => {
-                    oci::setup(machine, &mut setup)?;
-                    oci::instance(&self.tenant, machine)?
+                    oci::setup(self, machine, &mut setup)?;
+                    oci::instance(self, machine)?
                 }
                 Provider::OpenStack => {
-                    openstack::setup(&mut setup);
-                    openstack::instance(&self.tenant, machine)?
+                    openstack::setup(self, machine, &mut setup)?;
+                    openstack::instance(self, machine)?
                 }
             };
             if machine.provider != Provider::Metal {
                 setup.variables.insert(user_data::variable(&machine.group), user_data::declaration());
             }
+            if held && machine.provider != Provider::Metal {
+                continue;
+            }
             resources
                 .entry(resource_type(machine.provider))
                 .or_default()
-                .insert(machine.id.clone(), body.render());
+                .insert(resource_name(&machine.id), body.render());
         }
-        let Setup { providers, required, variables, data } = setup;
+        for (kind, blocks) in std::mem::take(&mut setup.resources) {
+            let rendered = resources.entry(kind.to_string()).or_default();
+            rendered.extend(blocks.into_iter().map(|(name, block)| (name, block.render())));
+        }
+        let Setup { providers, required, variables, locals, data, .. } = setup;
         let mut root = Map::new();
         if !required.is_empty() {
             root.insert("terraform".into(), json!({ "required_providers": required }));
         }
         if !providers.is_empty() {
-            let providers: Map<String, Value> =
-                providers.into_iter().map(|(name, block)| (name.to_string(), block.render())).collect();
+            let providers: Map<String, Value> = providers
+                .into_iter()
+                .map(|(name, blocks)| {
+                    let mut blocks: Vec<Value> = blocks.into_values().map(Block::render).collect();
+                    // One block is an object, several (aliases) a list.
+                    let value = if blocks.len() == 1 { blocks.remove(0) } else { Value::Array(blocks) };
+                    (name.to_string(), value)
+                })
+                .collect();
             root.insert("provider".into(), Value::Object(providers));
         }
         if !variables.is_empty() {
             root.insert("variable".into(), Value::Object(variables));
+        }
+        if !locals.is_empty() {
+            // Plain values: user strings, escaped.
+            root.insert("locals".into(), Block::plain(Value::Object(locals)).render());
         }
         if !data.is_empty() {
             let data: Map<String, Value> = data
@@ -134,6 +186,18 @@ impl WorkspacePlan {
         }
         Ok(Value::Object(root))
     }
+}
+
+/// The resource name of machine `id` in the workspace: the id, with a
+/// leading `_` when it starts with a digit (such as a group named `1st`),
+/// since the tool's names start with a letter or `_`.
+pub fn resource_name(id: &str) -> String {
+    if id.starts_with(|c: char| c.is_ascii_digit()) { format!("_{id}") } else { id.to_string() }
+}
+
+/// The machine id a resource name stands for: [`resource_name`] undone.
+pub(crate) fn machine_of(name: &str) -> &str {
+    name.strip_prefix('_').unwrap_or(name)
 }
 
 /// Whether `name` holds DNS labels' characters only, and at least one: the
@@ -207,13 +271,15 @@ mod tests {
 
     #[test]
     fn every_user_string_is_escaped_and_only_the_services_expressions_are_templates() {
-        let oci = json!({"region": USER, "compartmentOcid": USER, "subnetId": USER, "ocpus": 1, "memoryGb": 2, "imageId": USER});
+        // A region names a provider alias: it is checked, not escaped.
+        let oci = json!({"region": "eu-frankfurt-1", "compartmentOcid": USER, "subnetId": USER, "ocpus": 1, "memoryGb": 2, "imageId": USER, "networkSecurityGroupIds": [USER]});
         let openstack =
             json!({"imageId": USER, "networkId": USER, "availabilityZone": USER, "securityGroups": [USER]});
         let plan = WorkspacePlan {
             tenant: USER.into(),
+            network: Network { load_balancer: true, admin_cidrs: vec![USER.into()], ..Network::default() },
             machines: vec![
-                machine("cp", Provider::Oci, oci.clone()),
+                MachinePlan { role: Role::ControlPlane, ..machine("cp", Provider::Oci, oci.clone()) },
                 machine("domain", Provider::Oci, {
                     let mut oci = oci;
                     oci["availabilityDomain"] = json!(USER);
@@ -237,20 +303,45 @@ mod tests {
         let oci = &rendered["resource"]["oci_core_instance"];
         assert_eq!(oci["cp-0"]["shape"], escaped);
         assert_eq!(oci["cp-0"]["display_name"], format!("{escaped}-cp-0"));
-        assert_eq!(
-            oci["cp-0"]["availability_domain"],
-            "${data.oci_identity_availability_domains.cp.availability_domains[0].name}"
-        );
+        let domains = "data.oci_identity_availability_domains.cp.availability_domains";
+        assert_eq!(oci["cp-0"]["availability_domain"], format!("${{{domains}[0 % length({domains})].name}}"));
+        assert_eq!(oci["cp-0"]["create_vnic_details"]["nsg_ids"][1], escaped);
         assert_eq!(oci["domain-0"]["availability_domain"], escaped);
         assert!(oci["cp-0"]["metadata"]["user_data"].as_str().unwrap().starts_with("${var."));
-        assert_eq!(rendered["provider"]["oci"]["region"], escaped);
-        assert_eq!(rendered["provider"]["oci"]["user_ocid"], "${var.oci_user_ocid}");
+        assert_eq!(rendered["provider"]["oci"][0]["region"], "eu-frankfurt-1");
+        assert_eq!(rendered["provider"]["oci"][1]["alias"], "r_eu_frankfurt_1");
+        assert_eq!(rendered["provider"]["oci"][0]["user_ocid"], "${var.oci_user_ocid}");
+        let rules = &rendered["resource"]["oci_core_network_security_group_security_rule"];
+        assert_eq!(rules["r_eu_frankfurt_1_talos_api_admin_0"]["source"], escaped);
+        let balancer = &rendered["resource"]["oci_network_load_balancer_network_load_balancer"]["endpoint"];
+        assert_eq!(balancer["subnet_id"], escaped);
+        let openstack_rules = &rendered["resource"]["openstack_networking_secgroup_rule_v2"];
+        assert_eq!(openstack_rules["kubernetes_api_admin_0"]["remote_ip_prefix"], escaped);
         assert_eq!(rendered["data"]["oci_identity_availability_domains"]["cp"]["compartment_id"], escaped);
         let openstack = &rendered["resource"]["openstack_compute_instance_v2"]["os-0"];
-        assert_eq!(openstack["security_groups"], json!([escaped]));
+        assert_eq!(
+            openstack["security_groups"],
+            json!(["${openstack_networking_secgroup_v2.nodes.name}", escaped])
+        );
         assert!(openstack["user_data"].as_str().unwrap().starts_with("${try(base64decode(var."));
         let metal = &rendered["resource"]["terraform_data"]["metal-0"]["input"];
         assert_eq!(metal["providerId"], escaped);
+    }
+
+    #[test]
+    fn a_region_that_cannot_name_a_provider_is_refused() {
+        for region in ["", "EU", "eu_1", "eu-${x}", &"r".repeat(64)] {
+            let plan = WorkspacePlan {
+                tenant: "acme".into(),
+                machines: vec![machine(
+                    "cp",
+                    Provider::Oci,
+                    json!({"region": region, "compartmentOcid": "c", "subnetId": "s", "imageId": "i"}),
+                )],
+                ..WorkspacePlan::default()
+            };
+            assert!(matches!(plan.render(), Err(TofuError::Invalid(_))), "{region}");
+        }
     }
 
     #[test]
@@ -258,7 +349,7 @@ mod tests {
         for (id, group) in [("cp-0", "c\"p"), ("x}-0", "cp"), ("", "cp"), ("cp-0", "")] {
             let mut machine = machine("cp", Provider::Metal, json!({}));
             (machine.id, machine.group) = (id.into(), group.into());
-            let plan = WorkspacePlan { tenant: "acme".into(), machines: vec![machine] };
+            let plan = WorkspacePlan { tenant: "acme".into(), machines: vec![machine], ..Default::default() };
             assert!(matches!(plan.render(), Err(TofuError::Invalid(_))), "{id} {group}");
         }
     }
@@ -268,7 +359,7 @@ mod tests {
         let group = "g".repeat(63);
         let mut machine = machine("cp", Provider::Metal, json!({}));
         (machine.id, machine.group) = (format!("{group}-10"), group);
-        let plan = WorkspacePlan { tenant: "acme".into(), machines: vec![machine] };
+        let plan = WorkspacePlan { tenant: "acme".into(), machines: vec![machine], ..Default::default() };
         let rendered = plan.render().unwrap();
         assert!(rendered["resource"]["terraform_data"].get(format!("{}-10", "g".repeat(63))).is_some());
     }

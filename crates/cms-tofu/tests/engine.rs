@@ -47,6 +47,7 @@ fn plan(tenant: &str, hosts: u32) -> WorkspacePlan {
                 user_data: None,
             })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -211,7 +212,7 @@ fn large_config(group: &str, size: usize) -> String {
 /// An `oci` tenant of 3 control planes and 40 workers, each machine with a
 /// config of about 48 KiB: 2.8 MB of base64 in all.
 fn large_oci_plan(tenant: &str) -> (WorkspacePlan, Vec<(String, String)>) {
-    let oci = serde_json::json!({"region": "r", "compartmentOcid": "c", "subnetId": "s", "ocpus": 1, "memoryGb": 2});
+    let oci = serde_json::json!({"region": "r", "compartmentOcid": "c", "subnetId": "s", "ocpus": 1, "memoryGb": 2, "imageId": "i"});
     let groups = [("cp", Role::ControlPlane, 3), ("workers", Role::Worker, 40)];
     let mut machines = Vec::new();
     let mut configs = Vec::new();
@@ -232,7 +233,7 @@ fn large_oci_plan(tenant: &str) -> (WorkspacePlan, Vec<(String, String)>) {
         }
         configs.push((group.to_string(), config));
     }
-    (WorkspacePlan { tenant: tenant.into(), machines }, configs)
+    (WorkspacePlan { tenant: tenant.into(), machines, ..Default::default() }, configs)
 }
 
 /// `TF_VAR_<name>`, the size of its value and the SHA-256 of the value, as
@@ -329,7 +330,10 @@ if sys.argv[1] in ("init", "apply", "show", "destroy"):
     instances = {{}}
     for blocks in main.get("resource", {{}}).values():
         for name, body in blocks.items():
-            instances[name] = {{"input": body["metadata"]["user_data"], "lifecycle": body["lifecycle"]}}
+            if "user_data" not in body.get("metadata", {{}}):
+                continue
+            lifecycle = {{"precondition": body["lifecycle"]["precondition"][:1]}}
+            instances[name] = {{"input": body["metadata"]["user_data"], "lifecycle": lifecycle}}
     os.makedirs("engine", exist_ok=True)
     with open("engine/main.tf.json", "w") as file:
         json.dump({{"variable": variables, "resource": {{"terraform_data": instances}}}}, file)

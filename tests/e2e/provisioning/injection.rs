@@ -47,7 +47,7 @@ async fn template_strings_in_node_groups_are_refused_and_read_no_file() {
     let host = |provider_id: &str| json!({"hosts": [{"address": "10.0.0.1", "providerId": provider_id}]});
     let oci = |region: &str| {
         json!({"region": region, "compartmentOcid": "ocid1.compartment.oc1..c",
-               "subnetId": "ocid1.subnet.oc1..s", "ocpus": 2, "memoryGb": 8})
+               "subnetId": "ocid1.subnet.oc1..s", "imageId": "ocid1.image.oc1..i", "ocpus": 2, "memoryGb": 8})
     };
     let openstack =
         |group: &str| json!({"imageId": "img-talos", "networkId": "net-1", "securityGroups": [group]});

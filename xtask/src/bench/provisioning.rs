@@ -111,6 +111,7 @@ pub(crate) async fn measure(
         nodes: Arc::new(AnsweringNodes),
         kube: Arc::new(EmptyKube),
         configs: Some(Arc::new(PlainConfigs)),
+        network: Default::default(),
         resync: Duration::from_secs(3600),
         leases: None,
     });

@@ -1,5 +1,6 @@
 //! The node API client against the fake node: real gRPC over real mTLS.
 
+mod booted;
 mod cluster;
 mod kube;
 mod kubectl;

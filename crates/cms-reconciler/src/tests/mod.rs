@@ -128,6 +128,7 @@ async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfig
         nodes: etcd.clone(),
         kube: kube.clone(),
         configs: Some(configs),
+        network: Default::default(),
         resync: Duration::from_secs(60),
         leases: None,
     };
@@ -352,13 +353,16 @@ async fn deletion_keeps_finalizers_until_destroy_succeeds() {
 async fn cloud_instances_boot_with_rendered_configs() {
     let mut tenant: Tenant = serde_json::from_value(json!({
         "metadata": {"name": "acme"},
-        "spec": {"kubernetesVersion": "1.31.1", "nodeGroups": [
+        "spec": {"kubernetesVersion": "1.31.1", "controlPlaneEndpoint": "https://10.0.0.10:6443", "nodeGroups": [
             {"name": "cp", "role": "controlplane", "count": 2, "providerClass": "openstack:m1.large",
              "providerConfig": {"imageId": "img", "networkId": "net"}, "configPatches": []},
         ]}
     }))
     .unwrap();
-    assert!(matches!(crate::desired(&tenant, None).await, Err(crate::ReconcileError::Invalid(_))));
+    assert!(matches!(
+        crate::desired(&tenant, None, &Default::default()).await,
+        Err(crate::ReconcileError::Invalid(_))
+    ));
     let mut configs = MockMachineConfigs::new();
     configs
         .expect_render()
@@ -367,9 +371,10 @@ async fn cloud_instances_boot_with_rendered_configs() {
         })
         .times(1)
         .returning(|_, _, _| Ok("machine: {}\n".to_string()));
-    let plan = crate::desired(&tenant, Some(&configs)).await.unwrap();
+    let plan = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap();
     assert_eq!(plan.machines.len(), 2);
     assert!(plan.machines.iter().all(|m| m.user_data.as_deref() == Some("machine: {}\n")));
+    assert!(!plan.network.load_balancer, "the tenant sets its endpoint");
 
     // A render that fails for the moment is retried as transient; one that
     // fails on the tenant's state is not.
@@ -380,12 +385,33 @@ async fn cloud_instances_boot_with_rendered_configs() {
         let mut configs = MockMachineConfigs::new();
         let failure = std::sync::Mutex::new(Some(failure));
         configs.expect_render().returning(move |_, _, _| Err(failure.lock().unwrap().take().unwrap()));
-        let err = crate::desired(&tenant, Some(&configs)).await.unwrap_err();
+        let err = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap_err();
         assert!(matches!(err, crate::ReconcileError::Render { ref group, .. } if group == "cp"), "{err}");
         assert_eq!(err.is_transient(), transient, "{err}");
     }
+
+    // Without an endpoint, one is made: the network first, its instances
+    // held back and no config rendered; then, once the tenant carries the
+    // endpoint, the machines with their configs.
+    tenant.spec.control_plane_endpoint = None;
+    let plan = crate::desired(&tenant, None, &Default::default()).await.unwrap();
+    assert!(plan.network.load_balancer && plan.network.instances_held);
+    assert!(plan.machines.iter().all(|m| m.user_data.is_none()));
+    tenant
+        .metadata
+        .annotations
+        .insert(cms_tenancy::MADE_ENDPOINT_ANNOTATION.into(), "https://10.9.0.2:6443".into());
+    let mut configs = MockMachineConfigs::new();
+    configs.expect_render().returning(|_, _, _| Ok("machine: {}\n".to_string()));
+    let plan = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap();
+    assert!(plan.network.load_balancer && !plan.network.instances_held);
+    // Made once, it stays whatever the spec says later.
+    tenant.spec.control_plane_endpoint = Some("https://10.0.0.10:6443".into());
+    let plan = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap();
+    assert!(plan.network.load_balancer);
+
     tenant.spec.node_groups = None;
-    assert!(crate::desired(&tenant, None).await.unwrap().machines.is_empty());
+    assert!(crate::desired(&tenant, None, &Default::default()).await.unwrap().machines.is_empty());
 }
 
 #[tokio::test]
@@ -400,7 +426,9 @@ async fn the_applied_inputs_live_in_the_store_and_leave_the_generation_alone() {
         applied,
         f.ctx
             .tofu
-            .inputs_hash(&crate::desired(&tenant(f.store.as_ref(), "acme"), None).await.unwrap())
+            .inputs_hash(
+                &crate::desired(&tenant(f.store.as_ref(), "acme"), None, &Default::default()).await.unwrap()
+            )
             .unwrap()
     );
     assert_eq!(machines(f.store.as_ref(), "acme").len(), 2, "the node groups stay");

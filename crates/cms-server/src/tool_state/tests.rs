@@ -137,7 +137,7 @@ fn metal_plan(tenant: &str, hosts: u32) -> WorkspacePlan {
             user_data: None,
         })
         .collect();
-    WorkspacePlan { tenant: tenant.into(), machines }
+    WorkspacePlan { tenant: tenant.into(), machines, ..Default::default() }
 }
 
 /// Log lines, captured.

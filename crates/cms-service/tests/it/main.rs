@@ -13,6 +13,7 @@ mod matrix;
 mod metrics;
 mod projected;
 mod tenants;
+mod user_data;
 
 use std::sync::Arc;
 

@@ -48,7 +48,7 @@ async fn counts_over_the_caps_are_field_errors() {
     tenancy.create_child("acme", group("b", 2)).await.expect("3 + 2 fit");
 
     let inline = r#","nodeGroups":[{"name":"w","role":"worker","count":4,"providerClass":"oci:VM.Standard.A1.Flex",
-        "providerConfig":{"region":"r","compartmentOcid":"c","subnetId":"s","ocpus":2,"memoryGb":8}}]"#;
+        "providerConfig":{"region":"r","compartmentOcid":"c","subnetId":"s","imageId":"i","ocpus":2,"memoryGb":8}}]"#;
     let mut other = tenant("1.9.6", inline);
     other.metadata.name = "other".into();
     let (field, _) = field_error(tenancy.create_tenant(other).await);
