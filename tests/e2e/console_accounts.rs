@@ -63,7 +63,7 @@ async fn an_admin_reads_the_audit_log_creates_a_user_and_an_api_token() {
     browser.select("#user-role", "view").await;
     browser.fill("#user-password", "short").await;
     browser.submit("#create-user").await;
-    browser.wait_for_text("#user-password-error", "at least 8 bytes").await;
+    browser.wait_for_text("#user-password-error", "at least 8 characters").await;
     assert_eq!(browser.attr("#user-password", "aria-invalid").await.as_deref(), Some("true"));
     browser.assert_accessible("the users page with a refused field").await;
     browser.fill("#user-password", password).await;

@@ -49,7 +49,7 @@ pub use tenant::{
 };
 pub use user::{
     ApiToken, ApiTokenSpec, ApiTokenStatus, LoginRequest, LoginResponse, MAX_PASSWORD_BYTES, MAX_TOKEN_HOURS,
-    MIN_PASSWORD_BYTES, SsoStartRequest, SsoStartResponse, SsoTokenRequest, User, UserRole, UserSpec,
+    MIN_PASSWORD_CHARS, SsoStartRequest, SsoStartResponse, SsoTokenRequest, User, UserRole, UserSpec,
     UserStatus, validate_password,
 };
 pub use validate::{FieldError, Validate, normalize_version, validate_name};

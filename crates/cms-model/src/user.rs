@@ -57,16 +57,17 @@ pub struct UserStatus {}
 
 /// The longest password bcrypt takes whole.
 pub const MAX_PASSWORD_BYTES: usize = 72;
-/// The shortest password accepted.
-pub const MIN_PASSWORD_BYTES: usize = 8;
+/// The shortest password accepted, in characters (as the schema's
+/// `minLength` counts them).
+pub const MIN_PASSWORD_CHARS: usize = 8;
 
 /// Checks a new password's length.
 pub fn validate_password(field: &str, password: &str) -> Result<(), FieldError> {
     if password.len() > MAX_PASSWORD_BYTES {
         return Err(FieldError::new(field, format!("must be at most {MAX_PASSWORD_BYTES} bytes")));
     }
-    if password.len() < MIN_PASSWORD_BYTES {
-        return Err(FieldError::new(field, format!("must be at least {MIN_PASSWORD_BYTES} bytes")));
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(FieldError::new(field, format!("must be at least {MIN_PASSWORD_CHARS} characters")));
     }
     Ok(())
 }
@@ -195,6 +196,11 @@ mod tests {
         assert!(validate_password("p", &"x".repeat(72)).is_ok());
         assert!(validate_password("p", &"x".repeat(73)).is_err());
         assert!(validate_password("p", "short").is_err());
+        // Characters count, as the schema's minLength does: seven of two
+        // bytes each are too few, eight are enough.
+        assert!(validate_password("p", &"é".repeat(7)).is_err());
+        assert!(validate_password("p", &"é".repeat(8)).is_ok());
+        assert!(validate_password("p", &"é".repeat(37)).is_err(), "74 bytes");
     }
 
     #[test]

@@ -41,6 +41,7 @@ use cms_tofu::WorkspacePlan;
 
 use crate::cluster::{self, Answer, machine_of, node_of, node_ref};
 use crate::machines::{newest_first, planned};
+use crate::replacement::is_replacing;
 use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN, Observed, write};
 use crate::{Context, ReconcileError};
 
@@ -96,6 +97,11 @@ impl Leaving {
     }
 }
 
+/// Whether a machine has left: every step is done.
+pub(crate) fn is_left(machine: &Machine) -> bool {
+    matches!(current(machine), Some((Step::Left, _)))
+}
+
 /// Whether a machine is on its way out (or out), and not the node work's.
 pub(crate) fn is_leaving(machine: &Machine) -> bool {
     machine.metadata.annotations.contains_key(LEAVING_ANNOTATION)
@@ -115,7 +121,8 @@ pub(crate) async fn advance(
     let mut control_plane_busy = false;
     for id in newest_first(live.iter().map(|machine| machine.metadata.name.clone())) {
         let machine = &stored[&id];
-        let wanted = planned(plan, &id).is_some();
+        // A machine being replaced leaves as if scaled down.
+        let wanted = planned(plan, &id).is_some() && !is_replacing(machine);
         let step = current(machine);
         if wanted && matches!(step, None | Some((Step::Left, _))) {
             if step.is_some() {

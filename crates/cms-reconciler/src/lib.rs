@@ -11,14 +11,19 @@
 //! carries out tenant deletion.
 //!
 //! Where things are: `reconcile.rs`, converge or clean up one tenant;
-//! `plan.rs`, the desired workspace (`<group>-<index>` machine ids);
+//! `plan.rs`, the desired workspace (`<group>-<index>` machine ids; a
+//! cloud tenant's endpoint made in two passes);
 //! `machines.rs`, machines in the store from the projection; `settle.rs`,
-//! metal hosts take their config (tracked by `service.io/config-hash`; a
-//! configured host is only ever sent one over mTLS) and
+//! machines take their config over the node API (tracked by
+//! `service.io/config-hash`; a configured host or a cloud instance is only
+//! ever sent one over mTLS) and
 //! machines are asked `Version` until they answer; `rollout.rs`, rolling Talos
 //! upgrades, control planes one at a time (the etcd leader last, as
 //! `leader.rs` tells it), then workers within `maxParallelism`, with their
 //! state in annotations (`docs/upgrades.md`);
+//! `outdated.rs`, instances whose image, shape or placement their group no
+//! longer asks for, and `replacement.rs`, which replaces them one at a time,
+//! each leaving first (`leaving.rs`);
 //! `bootstrap.rs`, `Bootstrap` exactly once, the choice recorded before the
 //! call and the outcome after it; `status.rs`, the status writes (the reconciler writes all of tenant
 //! status but `status.backups` and the `Restoring` condition); `controller.rs`, the loop (watch triggers, resync, bounded
@@ -38,6 +43,7 @@ mod outdated;
 mod plan;
 mod readiness;
 mod reconcile;
+mod replacement;
 mod rollout;
 mod settle;
 mod status;
@@ -49,9 +55,10 @@ pub use controller::{ControllerOptions, run};
 pub use error::ReconcileError;
 pub use leaving::{DRAIN_TIMEOUT, LEAVING_ANNOTATION, RESET_TIMEOUT};
 pub use machines::{CONFIGURED_HOSTS_ANNOTATION, NODE_API_PORT, management_address};
-pub use outdated::INSTANCES_CURRENT;
-pub use plan::{desired, machine_id};
+pub use outdated::{INSTANCES_CURRENT, OUTDATED_ANNOTATION};
+pub use plan::{OCI_REGIONS_ANNOTATION, desired, machine_id};
 pub use reconcile::{APPLIED_ANNOTATION, Context, LEAVE_POLL, LeaseOptions, NODE_RETRY, reconcile};
+pub use replacement::REPLACING_ANNOTATION;
 pub use rollout::{PAUSED_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
 pub use settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN};
 pub use status::{

@@ -19,7 +19,7 @@ use cms_store::{Draft, FINALIZER_MACHINES, Key, Store};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
 use crate::ReconcileError;
-use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN, fingerprint};
+use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN};
 
 /// The node API port of a machine's management address.
 pub const NODE_API_PORT: u16 = 50000;
@@ -156,16 +156,12 @@ pub(crate) async fn upsert(
 /// Creates a machine named `id`, removing a replaced one of that id first.
 /// A new machine on one of the `configured` hosts is configured; a
 /// replaced one (a DELETE) starts anew.
-///
-/// A cloud instance booted with `boot`, its user data: its machine starts
-/// with that config's fingerprint.
 pub(crate) async fn create(
     store: &dyn Store,
     tenant: &str,
     (id, replaced): (&str, bool),
     (spec, status): (MachineSpec, MachineStatus),
     configured: &BTreeSet<String>,
-    boot: Option<&str>,
 ) -> Result<(), ReconcileError> {
     let key = Key::child(Kind::Machine, tenant, id);
     let mut annotations = BTreeMap::new();
@@ -173,9 +169,6 @@ pub(crate) async fn create(
         store.remove_finalizer(key.clone(), FINALIZER_MACHINES.to_string()).await?;
     } else if let Some(unknown) = config_hash_at(spec.management_address.as_ref(), configured) {
         annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), unknown);
-    }
-    if let Some(config) = boot {
-        annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), fingerprint(config));
     }
     let draft = Draft {
         annotations,

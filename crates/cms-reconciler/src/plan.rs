@@ -15,6 +15,17 @@ use cms_tofu::{MachinePlan, Network, WorkspacePlan};
 
 use crate::ReconcileError;
 
+/// The tenant annotation naming (space-separated) the OCI regions the
+/// tenant ever had machines in: the workspace keeps their provider blocks,
+/// which what the state holds there needs to be destroyed.
+pub const OCI_REGIONS_ANNOTATION: &str = "service.io/oci-regions";
+
+/// The regions of [`OCI_REGIONS_ANNOTATION`].
+pub(crate) fn recorded_regions(tenant: &Tenant) -> Vec<String> {
+    let recorded = tenant.metadata.annotations.get(OCI_REGIONS_ANNOTATION);
+    recorded.into_iter().flat_map(|list| list.split_whitespace()).map(str::to_string).collect()
+}
+
 /// The machine id of index `index` in `group`.
 pub fn machine_id(group: &str, index: u32) -> String {
     format!("{group}-{index}")
@@ -22,10 +33,15 @@ pub fn machine_id(group: &str, index: u32) -> String {
 
 /// The workspace `tenant` should have, with the network settings of
 /// `network` (its `load_balancer` and `instances_held` are decided here).
+/// `has_instances` says whether the tenant has cloud instances already: an
+/// endpoint is made only for a tenant that has none, since its instances
+/// would be held back, and so destroyed, while it is made, and the
+/// configs they run name the endpoint they have.
 pub async fn desired(
     tenant: &Tenant,
     configs: Option<&dyn MachineConfigs>,
     network: &Network,
+    has_instances: bool,
 ) -> Result<WorkspacePlan, ReconcileError> {
     let name = tenant.metadata.name.clone();
     let groups = tenant.spec.node_groups.as_deref().unwrap_or_default();
@@ -34,7 +50,8 @@ pub async fn desired(
         .and_then(|group| group.provider_class().ok())
         .is_some_and(|class| class.provider != Provider::Metal);
     let made = tenant.metadata.annotations.contains_key(MADE_ENDPOINT_ANNOTATION);
-    let load_balancer = made || cloud_control_planes && tenant.spec.control_plane_endpoint.is_none();
+    let load_balancer =
+        made || cloud_control_planes && tenant.spec.control_plane_endpoint.is_none() && !has_instances;
     let network = Network { load_balancer, instances_held: load_balancer && !made, ..network.clone() };
     let held = network.instances_held;
     let mut plan = WorkspacePlan { tenant: name.clone(), machines: Vec::new(), network };
@@ -83,5 +100,12 @@ pub async fn desired(
             });
         }
     }
+    let mut regions = recorded_regions(tenant);
+    for region in plan.oci_regions() {
+        if !regions.contains(&region) {
+            regions.push(region);
+        }
+    }
+    plan.network.oci_regions = regions;
     Ok(plan)
 }

@@ -27,6 +27,7 @@ use crate::machines::{self, newest_first, planned};
 use crate::outdated;
 use crate::plan;
 use crate::readiness;
+use crate::replacement;
 use crate::rollout::{self, Rollout, UPGRADE_POLL};
 use crate::settle::settle;
 use crate::status::{
@@ -134,12 +135,23 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
 async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = tenant.metadata.name.as_str();
     let store = ctx.store.as_ref();
-    let plan = plan::desired(tenant, ctx.configs.as_deref(), &ctx.network).await?;
+    // Asked only when an endpoint could be made.
+    let may_make = tenant.spec.control_plane_endpoint.is_none()
+        && !tenant.metadata.annotations.contains_key(MADE_ENDPOINT_ANNOTATION);
+    let has_instances = may_make && has_cloud_instances(store, name).await?;
+    let plan = plan::desired(tenant, ctx.configs.as_deref(), &ctx.network, has_instances).await?;
+    if plan.network.oci_regions != plan::recorded_regions(tenant) {
+        // Before the apply that makes anything there.
+        let regions = plan.network.oci_regions.join(" ");
+        rollout::set_annotation(ctx, name, plan::OCI_REGIONS_ANNOTATION, Some(regions)).await?;
+    }
     let bootstrapped = tenant.metadata.annotations.contains_key(BOOTSTRAPPED_ANNOTATION)
         || tenant.status.conditions.iter().any(|c| c.kind == BOOTSTRAPPED && c.status == "True");
     // Machines on their way out leave etcd, drain and reset first; the
     // infrastructure changes once none is still leaving.
     let leaving = leaving::advance(name, &plan, &machines::stored(store, name)?, bootstrapped, ctx).await?;
+    // A machine being replaced that has left goes, for the apply to replace.
+    replacement::release(name, &machines::stored(store, name)?, ctx).await?;
     let stored = machines::stored(store, name)?;
     let replacing: BTreeSet<String> = stored
         .iter()
@@ -150,7 +162,8 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     let unchanged = replacing.is_empty()
         && tenant.status.phase != Phase::Failed
         && tenant.metadata.annotations.get(APPLIED_ANNOTATION) == Some(&hash);
-    if !unchanged && leaving.settled() {
+    let applying = !unchanged && leaving.settled();
+    if applying {
         provision(tenant, &plan, &stored, &replacing, ctx).await?;
         record_applied(ctx, name, &hash).await?;
         if plan.network.instances_held {
@@ -180,6 +193,12 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         && observed.etcd.ok
         && observed.api.ok
         && leaving.settled();
+    // The next outdated instance is replaced once the tenant is ready, in a
+    // pass that changed no infrastructure (its machines are as observed).
+    let replacing_next = match ready && !applying {
+        true => replacement::start_next(name, &plan, &machines::stored(store, name)?, ctx).await?,
+        false => None,
+    };
     status::update(store, name, |status| {
         status.ready = ready;
         status.observed_generation = generation;
@@ -204,12 +223,27 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     })
     .await?;
     let next = match rollout {
+        _ if replacing_next.is_some() => LEAVE_POLL,
         Rollout::Progress { .. } => UPGRADE_POLL,
         _ if !leaving.settled() => LEAVE_POLL,
         _ if ready => ctx.resync,
         _ => NODE_RETRY,
     };
     Ok(Action::Requeue(next.min(ctx.resync)))
+}
+
+/// Whether the tenant has cloud instances: machines in the store, or
+/// instances in the last projection of its state.
+async fn has_cloud_instances(store: &dyn Store, tenant: &str) -> Result<bool, ReconcileError> {
+    let cloud = |kind: Option<&str>| matches!(kind, Some("oci" | "openstack"));
+    if machines::stored(store, tenant)?.values().any(|machine| cloud(machine.spec.provider_type.as_deref())) {
+        return Ok(true);
+    }
+    let projected = store.projection(Some(tenant.to_string())).await?.unwrap_or_default();
+    Ok(projected.iter().any(|item| {
+        item.kind == "Machine"
+            && matches!(item.tf_type.as_str(), "oci_core_instance" | "openstack_compute_instance_v2")
+    }))
 }
 
 /// The configured control planes that stay in the workspace, whose etcd
@@ -311,12 +345,22 @@ async fn provision(
             Ok(std::net::IpAddr::V6(ip)) => format!("https://[{ip}]:{KUBERNETES_API_PORT}"),
             _ => format!("https://{endpoint}:{KUBERNETES_API_PORT}"),
         };
-        if tenant.metadata.annotations.get(MADE_ENDPOINT_ANNOTATION) != Some(&endpoint) {
-            tracing::info!(tenant = name, %endpoint, "made the control-plane endpoint");
-            rollout::set_annotation(ctx, name, MADE_ENDPOINT_ANNOTATION, Some(endpoint)).await?;
+        match tenant.metadata.annotations.get(MADE_ENDPOINT_ANNOTATION) {
+            None => {
+                tracing::info!(tenant = name, %endpoint, "made the control-plane endpoint");
+                rollout::set_annotation(ctx, name, MADE_ENDPOINT_ANNOTATION, Some(endpoint)).await?;
+            }
+            // The machines' configs name the endpoint: it never moves.
+            Some(made) if *made != endpoint => {
+                return Err(ReconcileError::Invalid(format!(
+                    "the load balancer of the control-plane endpoint {made} now has the address {endpoint}: \
+                     the machines' configs name {made}; restore the load balancer's address"
+                )));
+            }
+            Some(_) => {}
         }
     }
-    outdated::record(store, name, &plan.outdated(&applied.resources)).await?;
+    outdated::record(ctx, name, &plan.outdated(&applied.resources)).await?;
 
     // Machines: removals newest first, then updates and creations. The
     // configured hosts no machine holds any more are remembered.
@@ -337,8 +381,7 @@ async fn provision(
             }
             current => {
                 let id = (item.name.as_str(), current.is_some());
-                let boot = machine_plan.user_data.as_deref();
-                machines::create(store, name, id, desired, &configured, boot).await?
+                machines::create(store, name, id, desired, &configured).await?
             }
         }
     }

@@ -1,10 +1,13 @@
 //! After the infrastructure, the nodes. A machine gets its machine config
 //! over the node API whenever the config rendered for it differs from the
 //! one it last took, which the annotation [`CONFIG_HASH_ANNOTATION`]
-//! records. A cloud instance boots its first config as user data, whose
-//! fingerprint its machine starts with (`machines.rs`); every later config
-//! reaches it here, over mTLS, as on metal, and its user data never
-//! changes (`ignore_changes`), so no config change replaces an instance. A host that carries it has taken a
+//! records. A cloud instance boots its first config as user data; its
+//! machine starts with no fingerprint, since the store cannot tell which
+//! config an instance made in an earlier pass booted, so the config is
+//! applied once more when it first answers (the same config changes
+//! nothing). Every later config reaches it here too, over mTLS, as on
+//! metal, and its user data never changes (`ignore_changes`), so no config
+//! change replaces an instance. A host that carries it has taken a
 //! config, and is only ever sent one over mTLS against the tenant's OS CA:
 //! maintenance mode (no client certificate, any server certificate) is for
 //! a host that never took one: the annotation goes only when the node
@@ -183,7 +186,7 @@ async fn settle_one(
 }
 
 /// The fingerprint of a rendered config.
-pub(crate) fn fingerprint(config: &str) -> String {
+fn fingerprint(config: &str) -> String {
     hex::encode(&Sha256::digest(config.as_bytes())[..12])
 }
 

@@ -73,12 +73,7 @@ impl Provisioning {
             configs: Some(configs),
             network: cms_tofu::Network {
                 public_addresses: settings.cloud_public_addresses,
-                admin_cidrs: settings
-                    .cloud_admin_cidrs
-                    .split([',', ' ', '\n'])
-                    .filter(|cidr| !cidr.is_empty())
-                    .map(str::to_string)
-                    .collect(),
+                admin_cidrs: settings.admin_cidrs(),
                 floating_ip_pool: settings.openstack_floating_ip_pool.clone(),
                 ..cms_tofu::Network::default()
             },

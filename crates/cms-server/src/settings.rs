@@ -370,6 +370,12 @@ impl Settings {
         }
     }
 
+    /// The administrative CIDRs of [`Settings::cloud_admin_cidrs`].
+    pub(crate) fn admin_cidrs(&self) -> Vec<String> {
+        let given = self.cloud_admin_cidrs.split([',', ' ', '\n', '\t']);
+        given.filter(|cidr| !cidr.is_empty()).map(str::to_string).collect()
+    }
+
     /// Whether the store is PostgreSQL: multi-replica mode.
     pub(crate) fn is_postgres(&self) -> bool {
         let url = self.database_url();

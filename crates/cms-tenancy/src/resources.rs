@@ -218,6 +218,9 @@ fn check_group_size(
     stored: Option<&NodeGroupSpec>,
     max: u32,
 ) -> Result<(), FieldError> {
+    if let Some(stored) = stored {
+        check_same_cloud(path, group, stored)?;
+    }
     let stored_count = stored.map_or(0, |stored| stored.count);
     if group.count > max && group.count > stored_count {
         let message = format!(
@@ -235,6 +238,31 @@ fn check_group_size(
             growth(stored_hosts as u64, max)
         );
         return Err(FieldError::new(format!("{path}.providerConfig.hosts"), message));
+    }
+    Ok(())
+}
+
+/// Refuses a node group that moves its machines to another provider or
+/// OCI region: the tool would make all of the group's instances anew at
+/// once, and the old ones would go with them (control planes included).
+/// A new node group in the other place, and this one scaled down, move
+/// them one at a time.
+fn check_same_cloud(path: &str, group: &NodeGroupSpec, stored: &NodeGroupSpec) -> Result<(), FieldError> {
+    let provider = |group: &NodeGroupSpec| group.provider_class().ok().map(|class| class.provider);
+    let region = |group: &NodeGroupSpec| group.provider_config.get("region").cloned();
+    let (before, after) = (provider(stored), provider(group));
+    let message = |what: &str| {
+        format!(
+            "the machines of node group {:?} cannot move to another {what}: make a new node group there \
+             and scale this one down",
+            group.name
+        )
+    };
+    if before.is_some() && after.is_some() && before != after {
+        return Err(FieldError::new(format!("{path}.providerClass"), message("provider")));
+    }
+    if after == Some(cms_model::Provider::Oci) && region(stored) != region(group) {
+        return Err(FieldError::new(format!("{path}.providerConfig.region"), message("region")));
     }
     Ok(())
 }
@@ -339,6 +367,26 @@ mod tests {
         );
         let err = resource.check().expect_err("1.7 is too old");
         assert_eq!(err.field, "spec.nodeGroups[0].talosVersion");
+    }
+
+    #[test]
+    fn a_group_cannot_move_to_another_provider_or_region() {
+        let stored = tenant(
+            r#"{"metadata":{"name":"acme"},"spec":{"kubernetesVersion":"1.31.1","nodeGroups":[{"name":"cp","role":"controlplane","count":1,"providerClass":"oci:VM.Standard.E4.Flex","providerConfig":{"region":"eu-frankfurt-1","compartmentOcid":"c","subnetId":"s","ocpus":1,"memoryGb":2,"imageId":"i"}}]}}"#,
+        );
+        let mut moved = stored.clone();
+        let group = &mut moved.spec.node_groups.as_mut().unwrap()[0];
+        group.provider_config.insert("region".into(), serde_json::json!("us-ashburn-1"));
+        let err = moved.check_sizes(100, Some(&stored)).unwrap_err();
+        assert_eq!(err.field, "spec.nodeGroups[0].providerConfig.region");
+        let mut moved = stored.clone();
+        let group = &mut moved.spec.node_groups.as_mut().unwrap()[0];
+        group.provider_class = "openstack:m1.large".into();
+        let err = moved.check_sizes(100, Some(&stored)).unwrap_err();
+        assert_eq!(err.field, "spec.nodeGroups[0].providerClass");
+        let mut resized = stored.clone();
+        resized.spec.node_groups.as_mut().unwrap()[0].count = 3;
+        assert!(resized.check_sizes(100, Some(&stored)).is_ok());
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::tenancy::Tenancy;
 
 /// The endpoint a config is measured with when the tenant has none yet:
 /// the longest form the one the service makes can take.
-pub const STAND_IN_ENDPOINT: &str = "https://255.255.255.255:6443";
+pub const STAND_IN_ENDPOINT: &str = "https://[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:6443";
 
 /// What a write changes of the sources of a tenant's machine configs.
 #[derive(Debug, Clone, Copy)]
@@ -206,7 +206,9 @@ fn check(
             continue;
         }
         let stored = before.and_then(|before| before.size_of(bundle, &group.name));
-        if stored.is_some_and(|stored| size <= stored) {
+        // Only a group that was over the limit already may stay (or shrink):
+        // one that fits, moved to a cloud of a lower limit, must fit there.
+        if stored.is_some_and(|stored| stored > limit && size <= stored) {
             continue;
         }
         let over = first_over(patches.len(), limit, |applied| after.size(bundle, group, &patches, applied));

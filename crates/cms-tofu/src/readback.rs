@@ -128,7 +128,7 @@ fn openstack_differences(values: &Value, flavor: &str, config: &OpenStackConfig)
     if text(values, "flavor_name").as_deref() != Some(flavor) {
         differs.push("flavor");
     }
-    if text(values, "image_id").as_deref() != Some(config.image_id.as_str()) {
+    if text(values, "image_id").is_some_and(|image| image != config.image_id) {
         differs.push("image");
     }
     let network = block(values, "network").and_then(|network| text(network, "uuid"));

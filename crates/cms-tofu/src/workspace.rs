@@ -86,6 +86,10 @@ pub struct Network {
     /// OpenStack: the external network a floating IP of the load balancer
     /// comes from; none keeps its private address.
     pub floating_ip_pool: Option<String>,
+    /// OCI regions the tenant had machines in: their provider blocks stay,
+    /// so that what the state holds there can be destroyed once the
+    /// region's node groups are gone.
+    pub oci_regions: Vec<String>,
 }
 
 impl WorkspacePlan {
@@ -93,6 +97,19 @@ impl WorkspacePlan {
     pub fn address(&self, id: &str) -> Option<String> {
         let machine = self.machines.iter().find(|machine| machine.id == id)?;
         Some(format!("{}.{}", resource_type(machine.provider), resource_name(&machine.id)))
+    }
+
+    /// The OCI regions of the plan's machines, in order, once each.
+    pub fn oci_regions(&self) -> Vec<String> {
+        let mut regions: Vec<String> = Vec::new();
+        for machine in self.machines.iter().filter(|machine| machine.provider == Provider::Oci) {
+            if let Some(region) = machine.provider_config.get("region").and_then(Value::as_str)
+                && !regions.iter().any(|known| known == region)
+            {
+                regions.push(region.to_string());
+            }
+        }
+        regions
     }
 
     /// The first control-plane machine, whose group places the load balancer.
@@ -140,6 +157,9 @@ impl WorkspacePlan {
                 .entry(resource_type(machine.provider))
                 .or_default()
                 .insert(resource_name(&machine.id), body.render());
+        }
+        for region in &self.network.oci_regions {
+            oci::provider_blocks(region, &mut setup)?;
         }
         for (kind, blocks) in std::mem::take(&mut setup.resources) {
             let rendered = resources.entry(kind.to_string()).or_default();

@@ -2,7 +2,8 @@
 //! with the fake providers (`tests/providers/`) and the fake datacenter
 //! (`cms_e2e::cloud`): the endpoint is a load balancer the service makes,
 //! a config patch and a Talos upgrade reach the running nodes over the
-//! node API and replace no instance, the load balancer's backends follow
+//! node API and replace no instance, as does a Kubernetes upgrade, a new
+//! instance boots its config and joins, the load balancer's backends follow
 //! the control planes, and deletion leaves nothing of the tenant.
 
 use std::collections::BTreeSet;
@@ -73,11 +74,25 @@ fn replaced(cloud: &FakeCloud, tenant: &str) -> usize {
     cloud.instances_replaced(tenant).values().sum()
 }
 
+/// Reads `path`, changes it with `change` and writes it back, again while
+/// the reconciler's writes in between make it a conflict (409), as a
+/// client does.
+async fn update(api: &Api, path: &str, change: impl Fn(&mut Value)) {
+    for _ in 0..20 {
+        let mut body = api.get(path).await.expect(200);
+        change(&mut body);
+        let reply = api.put(path, &body).await;
+        if reply.status != 409 {
+            reply.expect(200);
+            return;
+        }
+    }
+    panic!("PUT {path} kept conflicting");
+}
+
 async fn set_count(api: &Api, tenant: &str, group: &str, count: u32) {
     let path = format!("/api/v1/tenants/{tenant}/node-groups/{group}");
-    let mut body = api.get(&path).await.expect(200);
-    body["spec"]["count"] = json!(count);
-    api.put(&path, &body).await.expect(200);
+    update(api, &path, |body| body["spec"]["count"] = json!(count)).await;
 }
 
 /// The tenant's `method` calls on every node, as (machine, call), in order.
@@ -114,13 +129,13 @@ async fn lifecycle(cloud_kind: Cloud) {
     assert!(cloud.problems().is_empty(), "{:?}", cloud.problems());
 
     // A config patch: every node takes it over the node API, and no
-    // instance is replaced.
+    // instance is replaced: not in the tool's plans, not in the cloud's record.
+    let applied_before = engine.apply_output().len();
     let patch = json!({"metadata": {"name": "sysctls"}, "spec": {"format": "strategic",
         "patches": [{"machine": {"sysctls": {"net.core.somaxconn": "65535"}}}]}});
     api.post("/api/v1/tenants/acme/configpatches", &patch).await.expect(201);
-    let mut body = api.get("/api/v1/tenants/acme").await.expect(200);
-    body["spec"]["configPatches"] = json!([{"name": "sysctls"}]);
-    api.put("/api/v1/tenants/acme", &body).await.expect(200);
+    update(&api, "/api/v1/tenants/acme", |body| body["spec"]["configPatches"] = json!([{"name": "sysctls"}]))
+        .await;
     eventually("every node took the patch", CONVERGE, || async {
         let applied: BTreeSet<String> = calls(&cloud, "acme", "ApplyConfiguration")
             .into_iter()
@@ -134,9 +149,7 @@ async fn lifecycle(cloud_kind: Cloud) {
     assert_eq!(replaced(&cloud, "acme"), 0, "{:?}", cloud.instance_events("acme"));
 
     // A Talos upgrade rolls over the node API, no instance replaced.
-    let mut body = api.get("/api/v1/tenants/acme").await.expect(200);
-    body["spec"]["talosVersion"] = json!("1.14.1");
-    api.put("/api/v1/tenants/acme", &body).await.expect(200);
+    update(&api, "/api/v1/tenants/acme", |body| body["spec"]["talosVersion"] = json!("1.14.1")).await;
     eventually("every machine at 1.14.1", CONVERGE, || async {
         let machines = api.get("/api/v1/tenants/acme/machines").await.expect(200);
         let all = machines["items"].as_array()?;
@@ -146,6 +159,39 @@ async fn lifecycle(cloud_kind: Cloud) {
     })
     .await;
     assert_eq!(calls(&cloud, "acme", "Upgrade").len(), 5);
+    assert_eq!(replaced(&cloud, "acme"), 0, "{:?}", cloud.instance_events("acme"));
+
+    // A Kubernetes upgrade is a config change: it too reaches every node
+    // over the node API, no instance replaced.
+    update(&api, "/api/v1/tenants/acme", |body| body["spec"]["kubernetesVersion"] = json!("1.32.0")).await;
+    eventually("every node took Kubernetes 1.32.0", CONVERGE, || async {
+        let applied: BTreeSet<String> = calls(&cloud, "acme", "ApplyConfiguration")
+            .into_iter()
+            .filter(|(_, call)| call["payload"].to_string().contains("v1.32.0"))
+            .map(|(machine, _)| machine)
+            .collect();
+        (applied.len() == 5).then_some(())
+    })
+    .await;
+    converged(&api, "acme").await;
+    assert_eq!(replaced(&cloud, "acme"), 0, "{:?}", cloud.instance_events("acme"));
+
+    let plans = engine.apply_output()[applied_before..].to_string();
+    assert!(plans.contains("Apply complete!"), "an apply ran for the config changes: {plans}");
+    for line in plans.lines().filter(|line| line.contains(cloud_kind.instance)) {
+        assert!(!line.contains("replaced") && !line.contains("destroyed"), "{line}");
+    }
+
+    // Scale up: a new instance boots its config and joins; no backend for a worker.
+    set_count(&api, "acme", "workers", 3).await;
+    eventually("workers-2 is ready", CONVERGE, || async {
+        let machine = api.get("/api/v1/tenants/acme/machines/workers-2").await;
+        (machine.status == 200 && machine.json()["status"]["ready"] == true).then_some(())
+    })
+    .await;
+    converged(&api, "acme").await;
+    assert_eq!(cloud.resources(cloud_kind.instance).len(), 6);
+    assert_eq!(cloud.resources(cloud_kind.backend).len(), 6);
     assert_eq!(replaced(&cloud, "acme"), 0, "{:?}", cloud.instance_events("acme"));
 
     // Scale 3 → 1 control planes: the backends follow, etcd keeps its quorum.
@@ -218,4 +264,57 @@ async fn a_group_named_1st_a_second_region_a_fixed_shape_and_40_machines_apply()
     assert!(machines.contains(&"1st-36".to_string()), "{machines:?}");
     // One security group per region.
     assert_eq!(cloud.resources("oci_core_network_security_group").len(), 2);
+}
+
+/// A new image replaces no instance at once: the control planes are
+/// replaced one at a time, each leaving etcd before its instance goes, and
+/// the workers after them; etcd keeps its members and the tenant ends ready
+/// with every instance current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_image_replaces_the_instances_one_at_a_time() {
+    let engine = Engine::new();
+    let cloud = FakeCloud::start().await;
+    let server = server(&engine, &cloud).await;
+    let api = server.api();
+    api.post("/api/v1/tenants", &tenant("acme", &oci(), 3, 1)).await.expect(201);
+    cloud.tenant("acme", StoreWriter::open(server.data_dir()).await.bundle("acme").await);
+    converged(&api, "acme").await;
+
+    for group in ["cp", "workers"] {
+        let path = format!("/api/v1/tenants/acme/node-groups/{group}");
+        let image = json!("ocid1.image.oc1..talos-amd64-next");
+        update(&api, &path, |body| body["spec"]["providerConfig"]["imageId"] = image.clone()).await;
+    }
+    let replaced = eventually("every instance replaced once", CONVERGE, || async {
+        let replaced = cloud.instances_replaced("acme");
+        (replaced.len() == 4 && replaced.values().all(|count| *count == 1)).then_some(replaced)
+    })
+    .await;
+    let tenant = converged(&api, "acme").await;
+    let current =
+        tenant["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "InstancesCurrent");
+    assert_eq!(current.map(|c| c["status"].clone()), Some(json!("True")), "{tenant}");
+    assert_eq!(cloud.etcd("acme").members().len(), 3);
+    for instance in cloud.resources("oci_core_instance") {
+        assert_eq!(
+            instance.attributes["source_details"][0]["source_id"],
+            "ocid1.image.oc1..talos-amd64-next"
+        );
+    }
+
+    // One at a time: each instance's delete comes after the last one's new
+    // instance was made; control planes first, each after it left etcd.
+    let events = cloud.instance_events("acme");
+    let order: Vec<(String, String)> =
+        events.iter().skip(4).map(|(machine, event)| (machine.clone(), event.op.clone())).collect();
+    let mut expected = Vec::new();
+    for machine in ["cp-0", "cp-1", "cp-2", "workers-0"] {
+        expected.push((machine.to_string(), "delete".to_string()));
+        expected.push((machine.to_string(), "create".to_string()));
+    }
+    assert_eq!(order, expected, "{replaced:?}");
+    for machine in ["cp-0", "cp-1", "cp-2"] {
+        let left = calls(&cloud, "acme", "EtcdLeaveCluster");
+        assert!(left.iter().any(|(id, _)| id == machine), "{machine} left etcd: {left:?}");
+    }
 }

@@ -10,6 +10,7 @@ mod bootstrap;
 mod clouds;
 pub(crate) mod cluster;
 mod console;
+mod encryption;
 mod faults;
 mod injection;
 mod lifecycle;
@@ -55,16 +56,24 @@ impl Engine {
         // Each run appends `start <ns> <pid> <verb> <ws>` and, when it ends
         // by itself, `end <ns> <pid>` to `spans`; the engine runs as a child
         // that dies with the wrapper, as the wrapper dies with its server.
+        // What `apply` prints (the plan it carries out) is kept in `applies.log`;
+        // with the file `opentofu`, `version` says OpenTofu, and each run's
+        // `TF_ENCRYPTION` is kept in `encryption.log` (`<verb> <value or none>`).
         let script = format!(
             "#!/bin/sh\nctl={ctl}\necho \"$1\" >> $ctl/runs.log\necho $$ >> $ctl/pids\n\
              echo \"start $(date +%s%N) $$ $1 $(basename $PWD)\" >> $ctl/spans\n\
              while [ -e $ctl/gate ]; do sleep 0.1; done\n\
+             if [ -e $ctl/opentofu ] && [ \"$1\" = version ]; then echo 'OpenTofu v1.10.0'; echo 'on linux_amd64'; exit 0; fi\n\
+             printf '%s %s\\n' \"$1\" \"${{TF_ENCRYPTION:-none}}\" >> $ctl/encryption.log\n\
              if [ -e \"$ctl/fail-$1\" ]; then echo \"injected failure of $1\" >&2; exit 1; fi\n\
              if [ -e \"$ctl/hang-$1\" ]; then sleep 300 & sleep 300; exit 0; fi\n\
              if [ -e \"$ctl/garbage-$1\" ]; then head -c 300 /dev/urandom; exit 0; fi\n\
-             setpriv --pdeathsig KILL -- {} \"$@\"\nrc=$?\n\
+             if [ \"$1\" = apply ]; then\n\
+             setpriv --pdeathsig KILL -- {engine} \"$@\" > $ctl/apply.$$\nrc=$?\n\
+             cat $ctl/apply.$$\ncat $ctl/apply.$$ >> $ctl/applies.log\nrm -f $ctl/apply.$$\n\
+             else setpriv --pdeathsig KILL -- {engine} \"$@\"\nrc=$?\nfi\n\
              echo \"end $(date +%s%N) $$\" >> $ctl/spans\nexit $rc\n",
-            engine_path().display()
+            engine = engine_path().display()
         );
         let wrapper = dir.path().join("tofu");
         std::fs::write(&wrapper, script).unwrap();
@@ -91,6 +100,20 @@ impl Engine {
         } else {
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// What every `apply` so far printed (its plan and its summary), in order.
+    pub(crate) fn apply_output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("applies.log")).unwrap_or_default()
+    }
+
+    /// Each run's verb and its `TF_ENCRYPTION` (`None` when unset), in order.
+    pub(crate) fn encryption(&self) -> Vec<(String, Option<String>)> {
+        let text = std::fs::read_to_string(self.dir.path().join("encryption.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| line.split_once(' '))
+            .map(|(verb, value)| (verb.to_string(), (value != "none").then(|| value.to_string())))
+            .collect()
     }
 
     /// The verbs of every run so far.

@@ -184,7 +184,9 @@ async fn creating_changing_and_deleting_users_shows_refusals_at_their_fields() {
         f.submit("/users/new", &admin, &[("name", "alice"), ("role", "edit"), ("password", "short")]).await;
     assert_eq!(short.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
-        short.body.contains("<p class=\"field-error\" id=\"user-password-error\">must be at least 8 bytes")
+        short
+            .body
+            .contains("<p class=\"field-error\" id=\"user-password-error\">must be at least 8 characters")
     );
     assert!(short.body.contains("value=\"alice\""), "the name is kept");
     assert!(!short.body.contains("value=\"short\""), "the password is never sent back");

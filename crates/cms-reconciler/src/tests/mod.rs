@@ -360,7 +360,7 @@ async fn cloud_instances_boot_with_rendered_configs() {
     }))
     .unwrap();
     assert!(matches!(
-        crate::desired(&tenant, None, &Default::default()).await,
+        crate::desired(&tenant, None, &Default::default(), false).await,
         Err(crate::ReconcileError::Invalid(_))
     ));
     let mut configs = MockMachineConfigs::new();
@@ -371,7 +371,7 @@ async fn cloud_instances_boot_with_rendered_configs() {
         })
         .times(1)
         .returning(|_, _, _| Ok("machine: {}\n".to_string()));
-    let plan = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap();
+    let plan = crate::desired(&tenant, Some(&configs), &Default::default(), false).await.unwrap();
     assert_eq!(plan.machines.len(), 2);
     assert!(plan.machines.iter().all(|m| m.user_data.as_deref() == Some("machine: {}\n")));
     assert!(!plan.network.load_balancer, "the tenant sets its endpoint");
@@ -385,7 +385,7 @@ async fn cloud_instances_boot_with_rendered_configs() {
         let mut configs = MockMachineConfigs::new();
         let failure = std::sync::Mutex::new(Some(failure));
         configs.expect_render().returning(move |_, _, _| Err(failure.lock().unwrap().take().unwrap()));
-        let err = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap_err();
+        let err = crate::desired(&tenant, Some(&configs), &Default::default(), false).await.unwrap_err();
         assert!(matches!(err, crate::ReconcileError::Render { ref group, .. } if group == "cp"), "{err}");
         assert_eq!(err.is_transient(), transient, "{err}");
     }
@@ -394,7 +394,7 @@ async fn cloud_instances_boot_with_rendered_configs() {
     // held back and no config rendered; then, once the tenant carries the
     // endpoint, the machines with their configs.
     tenant.spec.control_plane_endpoint = None;
-    let plan = crate::desired(&tenant, None, &Default::default()).await.unwrap();
+    let plan = crate::desired(&tenant, None, &Default::default(), false).await.unwrap();
     assert!(plan.network.load_balancer && plan.network.instances_held);
     assert!(plan.machines.iter().all(|m| m.user_data.is_none()));
     tenant
@@ -403,15 +403,22 @@ async fn cloud_instances_boot_with_rendered_configs() {
         .insert(cms_tenancy::MADE_ENDPOINT_ANNOTATION.into(), "https://10.9.0.2:6443".into());
     let mut configs = MockMachineConfigs::new();
     configs.expect_render().returning(|_, _, _| Ok("machine: {}\n".to_string()));
-    let plan = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap();
+    let plan = crate::desired(&tenant, Some(&configs), &Default::default(), false).await.unwrap();
     assert!(plan.network.load_balancer && !plan.network.instances_held);
+    // A tenant with instances already never gets one made: holding its
+    // instances back would destroy them.
+    let mut without = tenant.clone();
+    without.metadata.annotations.clear();
+    let plan = crate::desired(&without, Some(&configs), &Default::default(), true).await.unwrap();
+    assert!(!plan.network.load_balancer && !plan.network.instances_held);
+    assert!(plan.machines.iter().all(|m| m.user_data.is_some()));
     // Made once, it stays whatever the spec says later.
     tenant.spec.control_plane_endpoint = Some("https://10.0.0.10:6443".into());
-    let plan = crate::desired(&tenant, Some(&configs), &Default::default()).await.unwrap();
+    let plan = crate::desired(&tenant, Some(&configs), &Default::default(), false).await.unwrap();
     assert!(plan.network.load_balancer);
 
     tenant.spec.node_groups = None;
-    assert!(crate::desired(&tenant, None, &Default::default()).await.unwrap().machines.is_empty());
+    assert!(crate::desired(&tenant, None, &Default::default(), false).await.unwrap().machines.is_empty());
 }
 
 #[tokio::test]
@@ -427,7 +434,9 @@ async fn the_applied_inputs_live_in_the_store_and_leave_the_generation_alone() {
         f.ctx
             .tofu
             .inputs_hash(
-                &crate::desired(&tenant(f.store.as_ref(), "acme"), None, &Default::default()).await.unwrap()
+                &crate::desired(&tenant(f.store.as_ref(), "acme"), None, &Default::default(), false)
+                    .await
+                    .unwrap()
             )
             .unwrap()
     );

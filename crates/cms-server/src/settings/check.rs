@@ -48,6 +48,11 @@ impl Settings {
         if self.tokens_per_user == 0 {
             bail!("CMS_TOKENS_PER_USER must be at least 1: the number of API tokens one user may hold");
         }
+        for cidr in self.admin_cidrs() {
+            if cidr.parse::<ipnet::IpNet>().is_err() {
+                bail!("CMS_CLOUD_ADMIN_CIDRS must hold CIDRs such as 10.0.0.0/8, got {cidr:?}");
+            }
+        }
         if self.body_limit == 0 {
             bail!("CMS_BODY_LIMIT must be at least 1 byte");
         }

@@ -184,3 +184,23 @@ fn tenant_names_on_metrics_are_for_authenticated_scrapes_unless_set() {
     let allowed = env(&[("CMS_METRICS_TENANT_LABELS", "true")]);
     assert!(Settings::load(None, allowed).unwrap().metrics_tenant_labels);
 }
+
+#[test]
+fn cloud_settings() {
+    let settings = Settings::load(
+        None,
+        env(&[
+            ("CMS_CLOUD_PUBLIC_ADDRESSES", "true"),
+            ("CMS_CLOUD_ADMIN_CIDRS", "10.0.0.0/8, 192.168.1.0/24 fd00::/8"),
+            ("CMS_OPENSTACK_FLOATING_IP_POOL", "public"),
+        ]),
+    )
+    .unwrap();
+    assert!(settings.cloud_public_addresses);
+    assert_eq!(settings.admin_cidrs(), ["10.0.0.0/8", "192.168.1.0/24", "fd00::/8"]);
+    assert_eq!(settings.openstack_floating_ip_pool.as_deref(), Some("public"));
+    assert!(Settings::load(None, env(&[])).unwrap().admin_cidrs().is_empty(), "0.0.0.0/0 then");
+    let err =
+        Settings::load(None, env(&[("CMS_CLOUD_ADMIN_CIDRS", "10.0.0.0/8,${file(\"x\")}")])).unwrap_err();
+    assert!(format!("{err:#}").contains("CMS_CLOUD_ADMIN_CIDRS"), "{err:#}");
+}

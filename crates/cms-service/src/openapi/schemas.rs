@@ -102,11 +102,11 @@ fn user_spec(password_required: bool) -> Schema {
             "password",
             ObjectBuilder::new()
                 .schema_type(Type::String)
-                .min_length(Some(cms_model::MIN_PASSWORD_BYTES))
+                .min_length(Some(cms_model::MIN_PASSWORD_CHARS))
                 .max_length(Some(cms_model::MAX_PASSWORD_BYTES))
                 .write_only(true)
                 .description(Some(
-                    "8 to 72 bytes. Required on create; on update, absent keeps the current password. \
+                    "At least 8 characters and at most 72 bytes. Required on create; on update, absent keeps the current password. \
                      Never returned.",
                 )),
         )

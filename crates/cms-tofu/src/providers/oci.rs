@@ -42,8 +42,16 @@ const CREDENTIAL_ARGUMENTS: [(&str, &str); 4] = [
 ];
 
 /// What `ignore_changes` keeps from an existing instance.
-const KEPT: [&str; 6] =
-    ["metadata", "source_details", "shape", "shape_config", "availability_domain", "create_vnic_details"];
+/// The network security groups are not: they change in place.
+const KEPT: [&str; 7] = [
+    "metadata",
+    "source_details",
+    "shape",
+    "shape_config",
+    "availability_domain",
+    "create_vnic_details[0].subnet_id",
+    "create_vnic_details[0].assign_public_ip",
+];
 
 pub(crate) fn config(machine: &MachinePlan) -> Result<OciConfig, TofuError> {
     serde_json::from_value(Value::Object(machine.provider_config.clone()))
@@ -75,23 +83,7 @@ pub(crate) fn provider(region: &str) -> Result<String, TofuError> {
 /// network of the region.
 pub(crate) fn setup(plan: &WorkspacePlan, machine: &MachinePlan, setup: &mut Setup) -> Result<(), TofuError> {
     let config = config(machine)?;
-    let alias = alias(&config.region)?;
-    setup.required.insert("oci".into(), json!({ "source": "oracle/oci" }));
-    let blocks = setup.providers.entry("oci").or_default();
-    let block = |alias: Option<&str>| {
-        let mut plain = json!({ "region": config.region });
-        if let Some(alias) = alias {
-            plain["alias"] = json!(alias);
-        }
-        CREDENTIAL_ARGUMENTS.into_iter().fold(Block::plain(plain), |block, (argument, reference)| {
-            block.expression(&[argument], Expression::new(reference))
-        })
-    };
-    blocks.entry(String::new()).or_insert_with(|| block(None));
-    blocks.entry(alias.clone()).or_insert_with(|| block(Some(&alias)));
-    for (variable, _) in CREDENTIAL_VARIABLES {
-        setup.variables.insert(variable.into(), json!({ "type": "string", "sensitive": true }));
-    }
+    provider_blocks(&config.region, setup)?;
     let group = resource_name(&machine.group);
     let provider = provider(&config.region)?;
     if config.domains().is_empty() {
@@ -108,6 +100,31 @@ pub(crate) fn setup(plan: &WorkspacePlan, machine: &MachinePlan, setup: &mut Set
     );
     setup.locals.insert(format!("shape_{group}"), json!(machine.shape));
     oci_network::setup(plan, machine, &config, setup)
+}
+
+/// The provider blocks of `region`: the default one (the first region's,
+/// for resources made before aliases) and `r_<region>`, with the
+/// credentials' variables. Also for a region whose machines are gone,
+/// whose resources in the state still need it to be destroyed.
+pub(crate) fn provider_blocks(region: &str, setup: &mut Setup) -> Result<(), TofuError> {
+    let alias = alias(region)?;
+    setup.required.insert("oci".into(), json!({ "source": "oracle/oci" }));
+    let blocks = setup.providers.entry("oci").or_default();
+    let block = |alias: Option<&str>| {
+        let mut plain = json!({ "region": region });
+        if let Some(alias) = alias {
+            plain["alias"] = json!(alias);
+        }
+        CREDENTIAL_ARGUMENTS.into_iter().fold(Block::plain(plain), |block, (argument, reference)| {
+            block.expression(&[argument], Expression::new(reference))
+        })
+    };
+    blocks.entry(String::new()).or_insert_with(|| block(None));
+    blocks.entry(alias.clone()).or_insert_with(|| block(Some(&alias)));
+    for (variable, _) in CREDENTIAL_VARIABLES {
+        setup.variables.insert(variable.into(), json!({ "type": "string", "sensitive": true }));
+    }
+    Ok(())
 }
 
 /// The availability domain of `machine`: the group's, or one of its list
