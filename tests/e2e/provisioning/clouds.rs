@@ -57,7 +57,7 @@ fn tenant(name: &str, cloud: &Cloud, cp: u32, workers: u32) -> Value {
 
 /// A server provisioning with `cloud`'s fake providers; OCI's provider
 /// needs credentials, which the fake accepts whatever they are.
-async fn server(engine: &Engine, cloud: &FakeCloud) -> Server {
+pub(crate) async fn server(engine: &Engine, cloud: &FakeCloud) -> Server {
     cloud
         .options(engine.options())
         .env("OCI_CLI_USER", "ocid1.user.oc1..u")
@@ -93,6 +93,20 @@ async fn update(api: &Api, path: &str, change: impl Fn(&mut Value)) {
 async fn set_count(api: &Api, tenant: &str, group: &str, count: u32) {
     let path = format!("/api/v1/tenants/{tenant}/node-groups/{group}");
     update(api, &path, |body| body["spec"]["count"] = json!(count)).await;
+}
+
+/// Waits until `count` nodes of the tenant took a config holding `text`
+/// with `ApplyConfiguration`.
+async fn every_node_took(cloud: &FakeCloud, tenant: &str, text: &str, count: usize) {
+    eventually(&format!("{count} nodes took a config with {text}"), CONVERGE, || async {
+        let applied: BTreeSet<String> = calls(cloud, tenant, "ApplyConfiguration")
+            .into_iter()
+            .filter(|(_, call)| call["payload"].to_string().contains(text))
+            .map(|(machine, _)| machine)
+            .collect();
+        (applied.len() == count).then_some(())
+    })
+    .await;
 }
 
 /// The tenant's `method` calls on every node, as (machine, call), in order.
@@ -136,15 +150,7 @@ async fn lifecycle(cloud_kind: Cloud) {
     api.post("/api/v1/tenants/acme/configpatches", &patch).await.expect(201);
     update(&api, "/api/v1/tenants/acme", |body| body["spec"]["configPatches"] = json!([{"name": "sysctls"}]))
         .await;
-    eventually("every node took the patch", CONVERGE, || async {
-        let applied: BTreeSet<String> = calls(&cloud, "acme", "ApplyConfiguration")
-            .into_iter()
-            .filter(|(_, call)| call["payload"].to_string().contains("somaxconn"))
-            .map(|(machine, _)| machine)
-            .collect();
-        (applied.len() == 5).then_some(())
-    })
-    .await;
+    every_node_took(&cloud, "acme", "somaxconn", 5).await;
     converged(&api, "acme").await;
     assert_eq!(replaced(&cloud, "acme"), 0, "{:?}", cloud.instance_events("acme"));
 
@@ -164,15 +170,7 @@ async fn lifecycle(cloud_kind: Cloud) {
     // A Kubernetes upgrade is a config change: it too reaches every node
     // over the node API, no instance replaced.
     update(&api, "/api/v1/tenants/acme", |body| body["spec"]["kubernetesVersion"] = json!("1.32.0")).await;
-    eventually("every node took Kubernetes 1.32.0", CONVERGE, || async {
-        let applied: BTreeSet<String> = calls(&cloud, "acme", "ApplyConfiguration")
-            .into_iter()
-            .filter(|(_, call)| call["payload"].to_string().contains("v1.32.0"))
-            .map(|(machine, _)| machine)
-            .collect();
-        (applied.len() == 5).then_some(())
-    })
-    .await;
+    every_node_took(&cloud, "acme", "v1.32.0", 5).await;
     converged(&api, "acme").await;
     assert_eq!(replaced(&cloud, "acme"), 0, "{:?}", cloud.instance_events("acme"));
 

@@ -15,14 +15,7 @@ async fn an_opentofu_engine_gets_the_encryption_block_in_every_run() {
     let engine = Engine::new();
     engine.set("opentofu", true);
     let cloud = FakeCloud::start().await;
-    let server = cloud
-        .options(engine.options())
-        .env("OCI_CLI_USER", "ocid1.user.oc1..u")
-        .env("OCI_CLI_TENANCY", "ocid1.tenancy.oc1..t")
-        .env("OCI_CLI_FINGERPRINT", "00:11")
-        .env("OCI_CLI_KEY_CONTENT", "not a key")
-        .start()
-        .await;
+    let server = super::clouds::server(&engine, &cloud).await;
     let api = server.api();
     let config = json!({"region": "eu-frankfurt-1", "compartmentOcid": "ocid1.compartment.oc1..c",
         "subnetId": "ocid1.subnet.oc1..s", "imageId": "ocid1.image.oc1..talos-amd64", "ocpus": 1, "memoryGb": 4});

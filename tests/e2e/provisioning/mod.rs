@@ -7,7 +7,7 @@
 //! would be templates in the tool's configuration.
 
 mod bootstrap;
-mod clouds;
+pub(crate) mod clouds;
 pub(crate) mod cluster;
 mod console;
 mod encryption;

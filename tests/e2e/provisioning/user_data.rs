@@ -130,14 +130,7 @@ fn base64_forms_are_found_at_every_alignment() {
 async fn cloud_user_data_is_in_no_file_and_no_log_but_the_oci_state() {
     let engine = ToolEngine::new();
     let cloud = FakeCloud::start().await;
-    let server = cloud
-        .options(engine.options())
-        .env("OCI_CLI_USER", "ocid1.user.oc1..u")
-        .env("OCI_CLI_TENANCY", "ocid1.tenancy.oc1..t")
-        .env("OCI_CLI_FINGERPRINT", "00:11")
-        .env("OCI_CLI_KEY_CONTENT", "not a key")
-        .start()
-        .await;
+    let server = super::clouds::server(&engine, &cloud).await;
     let api = server.api();
     let tenants = [("oci-acme", oci_tenant("oci-acme")), ("os-acme", openstack_tenant("os-acme"))];
     for (_, body) in &tenants {
