@@ -8,11 +8,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use cms_e2e::cloud::{CloudNode, FakeCloud};
+use cms_e2e::cloud::{CloudNode, FakeCloud, write_record};
 use cms_model::UserRole;
 use cms_nodeapi::{BootstrapRequest, NodeApi, NodeCredentials, NodeTarget, TalosNodeClient};
 use cms_talos::SecretsBundle;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const CONTROL_PLANE: &str = "version: v1alpha1\nmachine:\n  type: controlplane\n";
 const WORKER: &str = "version: v1alpha1\nmachine:\n  type: worker\n";
@@ -21,19 +21,6 @@ const WORKER: &str = "version: v1alpha1\nmachine:\n  type: worker\n";
 fn address(cloud: &FakeCloud, host: u8) -> String {
     let prefix = cloud.network().strip_suffix("0/24").expect("a /24");
     format!("{prefix}{host}")
-}
-
-/// Writes a record file as the providers do (a temporary file, renamed).
-fn write(record: &Path, kind: &str, id: &str, attributes: Value, user_data: Option<&str>) {
-    let dir = record.join("resources").join(kind);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut body = json!({"type": kind, "id": id, "attributes": attributes});
-    if let Some(user_data) = user_data {
-        body["boot"] = json!({"user_data": user_data});
-    }
-    let temporary = dir.join(format!(".{id}.tmp"));
-    std::fs::write(&temporary, body.to_string()).unwrap();
-    std::fs::rename(temporary, dir.join(format!("{id}.json"))).unwrap();
 }
 
 fn remove(record: &Path, kind: &str, id: &str) {
@@ -55,7 +42,7 @@ fn oci_instance(cloud: &FakeCloud, id: &str, machine: &str, ip: &str, config: &s
         "private_ip": ip, "display_name": format!("acme-{machine}"), "metadata": {"user_data": user_data},
         "freeform_tags": {"cms-tenant": "acme", "cms-machine": machine},
     });
-    write(&cloud.record_dir(), "oci_core_instance", id, attributes, Some(&user_data));
+    write_record(&cloud.record_dir(), "oci_core_instance", id, attributes, Some(&user_data));
     event(&cloud.record_dir(), "create", "oci_core_instance", id, &format!("acme-{machine}"));
 }
 
@@ -82,10 +69,10 @@ async fn instances_boot_as_nodes_join_the_tenants_cluster_and_stop_with_their_re
     oci_instance(&cloud, "ocid1.instance.oc1..1", "cp-0", &cp_ip, CONTROL_PLANE);
     let tags = json!({"cms-tenant": "acme", "cms-machine": "workers-0"});
     let attributes = json!({"access_ip_v4": worker_ip, "name": "acme-workers-0", "metadata": tags});
-    write(&cloud.record_dir(), "openstack_compute_instance_v2", "uuid-1", attributes, Some(WORKER));
+    write_record(&cloud.record_dir(), "openstack_compute_instance_v2", "uuid-1", attributes, Some(WORKER));
     let stranger = json!({"cms-tenant": "other", "cms-machine": "cp-0"});
     let attributes = json!({"private_ip": address(&cloud, 9), "freeform_tags": stranger});
-    write(&cloud.record_dir(), "oci_core_instance", "ocid1.instance.oc1..9", attributes, Some(""));
+    write_record(&cloud.record_dir(), "oci_core_instance", "ocid1.instance.oc1..9", attributes, Some(""));
 
     until("the instances to be seen", || (cloud.instances("acme").len() == 2).then_some(())).await;
     assert!(cloud.instances("acme").iter().all(|node| !node.running), "no node before the tenant's CAs");
@@ -110,7 +97,13 @@ async fn instances_boot_as_nodes_join_the_tenants_cluster_and_stop_with_their_re
     assert!(cloud.kube("acme").is_none());
     let nlb = json!({"ip_addresses": [{"ip_address": lb_ip, "is_public": false}],
                      "freeform_tags": {"cms-tenant": "acme"}});
-    write(&cloud.record_dir(), "oci_network_load_balancer_network_load_balancer", "ocid1.nlb", nlb, None);
+    write_record(
+        &cloud.record_dir(),
+        "oci_network_load_balancer_network_load_balancer",
+        "ocid1.nlb",
+        nlb,
+        None,
+    );
     let kube = until("the Kubernetes API", || cloud.kube("acme")).await;
     assert_eq!(kube.addr().to_string(), format!("{lb_ip}:6443"));
     let nodes: Vec<(String, bool)> =
@@ -146,7 +139,7 @@ async fn instances_boot_as_nodes_join_the_tenants_cluster_and_stop_with_their_re
     until("the Kubernetes API to stop", || cloud.kube("acme").is_none().then_some(())).await;
     assert!(tokio::net::TcpStream::connect(kube.addr()).await.is_err(), "nothing listens");
     let broken = json!({"private_ip": address(&cloud, 6), "freeform_tags": {"cms-tenant": "acme", "cms-machine": "cp-1"}});
-    write(&cloud.record_dir(), "oci_core_instance", "ocid1.instance.oc1..3", broken, Some("%%%"));
+    write_record(&cloud.record_dir(), "oci_core_instance", "ocid1.instance.oc1..3", broken, Some("%%%"));
     let problem =
         until("the broken instance's problem", || cloud.problems().remove("ocid1.instance.oc1..3")).await;
     assert!(problem.contains("base64"), "{problem}");

@@ -29,7 +29,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
 
-pub use record::{CloudEvent, Resource};
+pub use record::{CloudEvent, Resource, write as write_record};
 
 use crate::ServerOptions;
 use datacenter::{Datacenter, Seen, Site};

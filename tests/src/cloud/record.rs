@@ -64,6 +64,20 @@ pub(crate) struct Instance {
 
 /// The resources of type `kind`, by id; files that are not whole JSON
 /// records are skipped.
+/// Writes a record file as the fake providers do (a temporary file,
+/// renamed): for tests of the datacenter without an engine.
+pub fn write(record: &Path, kind: &str, id: &str, attributes: Value, user_data: Option<&str>) {
+    let dir = record.join("resources").join(kind);
+    std::fs::create_dir_all(&dir).expect("the record's directory");
+    let mut body = serde_json::json!({"type": kind, "id": id, "attributes": attributes});
+    if let Some(user_data) = user_data {
+        body["boot"] = serde_json::json!({"user_data": user_data});
+    }
+    let temporary = dir.join(format!(".{id}.tmp"));
+    std::fs::write(&temporary, body.to_string()).expect("a record file");
+    std::fs::rename(temporary, dir.join(format!("{id}.json"))).expect("a record file");
+}
+
 pub(crate) fn resources(record: &Path, kind: &str) -> Vec<Resource> {
     let Ok(entries) = std::fs::read_dir(record.join("resources").join(kind)) else { return Vec::new() };
     let mut paths: Vec<_> = entries
@@ -198,16 +212,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn write(record: &Path, kind: &str, id: &str, attributes: Value, user_data: Option<&str>) {
-        let dir = record.join("resources").join(kind);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut body = json!({"type": kind, "id": id, "attributes": attributes});
-        if let Some(user_data) = user_data {
-            body["boot"] = json!({"user_data": user_data});
-        }
-        std::fs::write(dir.join(format!("{id}.json")), body.to_string()).unwrap();
-    }
 
     #[test]
     fn instances_of_both_clouds_with_their_configs_decoded() {
