@@ -23,12 +23,11 @@ from .record import Exhausted, Record
 from .schema import conform, settle, tf_schema
 
 
-class FakeResource(Resource):
-    """One resource type; `type_name`, `block` and `kind` are set on each generated subclass."""
+class Generated:
+    """What a generated resource or data source type answers from its `type_name` and `block`."""
 
     type_name = ""
     block: dict = {}
-    kind = None
 
     def __init__(self, provider: "FakeCloud"):
         self.provider = provider
@@ -40,6 +39,12 @@ class FakeResource(Resource):
     @classmethod
     def get_schema(cls):
         return tf_schema(cls.block)
+
+
+class FakeResource(Generated, Resource):
+    """One resource type; `type_name`, `block` and `kind` are set on each generated subclass."""
+
+    kind = None
 
     def create(self, ctx: CreateContext, planned: dict) -> dict | None:
         cloud = self.provider.cloud()
@@ -79,23 +84,10 @@ class FakeResource(Resource):
         self.provider.record.event("delete", self.type_name, current["id"], name_of(current))
 
 
-class FakeDataSource(DataSource):
+class FakeDataSource(Generated, DataSource):
     """One data source; `type_name`, `block` and `reader` are set on each generated subclass."""
 
-    type_name = ""
-    block: dict = {}
     reader = None
-
-    def __init__(self, provider: "FakeCloud"):
-        self.provider = provider
-
-    @classmethod
-    def get_name(cls) -> str:
-        return cls.type_name
-
-    @classmethod
-    def get_schema(cls):
-        return tf_schema(cls.block)
 
     def read(self, ctx, config: dict) -> dict:
         found = type(self).reader(self.provider.cloud(), config)
