@@ -28,12 +28,8 @@ async fn health(api: &Api, tenant: &str) -> Value {
     api.get(&format!("/api/v1/tenants/{tenant}/health")).await.expect(200)
 }
 
-fn at(call: &Value) -> u64 {
-    call["atMillis"].as_u64().expect("a call time")
-}
-
 #[tokio::test]
-async fn control_planes_first_then_workers_with_the_version_and_the_machine_count() {
+async fn the_first_machine_in_probing_order_that_answers_gives_the_version() {
     let stopped = stopped_with(&["demo"]).await;
     let store = StoreWriter::open(stopped.data_dir()).await;
     let ca = store.os_ca_dir("demo").await;
@@ -55,13 +51,11 @@ async fn control_planes_first_then_workers_with_the_version_and_the_machine_coun
     assert!(result["probedAt"].as_str().is_some_and(|at| at.ends_with('Z')), "{result}");
     assert!(result.get("error").is_none(), "{result}");
 
+    // Every machine is asked at once; the control planes failed, so the
+    // worker's answer is the first in probing order.
     let (first, second, third) =
         (cp_down.calls_at_least(1), cp_failing.calls_at_least(1), worker.calls_at_least(1));
     assert_eq!((first.len(), second.len(), third.len()), (1, 1, 1));
-    assert!(
-        at(&first[0]) <= at(&second[0]) && at(&second[0]) <= at(&third[0]),
-        "{first:?} {second:?} {third:?}"
-    );
     assert!(third.iter().all(|call| call["method"] == "Version" && call["clientCertificate"] == true));
 
     let again = health(&server.api(), "demo").await;
@@ -88,7 +82,7 @@ async fn all_machines_down_gives_no_reachable_machines_within_the_time_bound() {
     assert_eq!(result["error"], "no reachable machines");
     assert_eq!(result["machineCount"], 2);
     assert!(result.get("talosVersion").is_none() && result.get("probedAt").is_none(), "{result}");
-    // 2 s for the hanging machine; the closed port refuses at once.
+    // One deadline (2 s) for the hanging machine; the closed port refuses at once.
     assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{took:?}");
     assert_eq!(hanging.calls_at_least(1).len(), 1);
 }

@@ -34,6 +34,7 @@ mod health;
 mod inline_groups;
 mod key_rotation;
 mod limits;
+mod live;
 mod machines;
 mod metrics;
 mod node_groups;

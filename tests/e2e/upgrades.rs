@@ -158,7 +158,7 @@ async fn a_failing_node_pauses_the_rollout_with_the_reason() {
     assert!(reason.contains("cp-1") && reason.contains("the disk is full"), "{reason}");
     assert_eq!(tenant["status"]["phase"], "updating");
     assert_eq!(tenant["status"]["ready"], false);
-    assert_eq!(tenant["metadata"]["annotations"]["service.io/rollout-paused"], "2");
+    assert_eq!(tenant["metadata"]["annotations"]["service.io/rollout-paused"], "2 Upgrading");
 
     // It goes no further: no other node is touched while it is paused.
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -1,10 +1,11 @@
 // The console's one script: progressive enhancement, no framework, no
 // build step. Every page works without it; with it, the tenants table and
 // the tenant page follow changes live over server-sent events (/events),
-// the delete button waits for the tenant's name, and a refused form puts
-// the focus on its first wrong field. It builds elements with the DOM
-// (textContent, never innerHTML) and sets no inline style, so the page's
-// content security policy holds. docs/console.md describes the contract.
+// the delete and confirm-replacement buttons wait for the typed name, and
+// a refused form puts the focus on its first wrong field. It builds
+// elements with the DOM (textContent, never innerHTML) and sets no inline
+// style, so the page's content security policy holds. docs/console.md
+// describes the contract.
 "use strict";
 
 (function () {
@@ -293,7 +294,9 @@
     });
   }
 
-  // The delete form: its button waits until the tenant's name is typed.
+  // A form confirmed by typing a name (the tenant's delete form, a
+  // machine's replacement): its button waits until the name in its
+  // data-name is typed.
   function deleteForm(form) {
     var input = form.querySelector("input[name=confirm]");
     var button = form.querySelector("button[type=submit]");
@@ -347,10 +350,7 @@
   if (section) {
     tenantSection(section);
   }
-  var form = document.getElementById("delete-tenant");
-  if (form) {
-    deleteForm(form);
-  }
+  document.querySelectorAll("form#delete-tenant, form.confirm-replacement").forEach(deleteForm);
   document.querySelectorAll("input[data-copy]").forEach(copyButton);
   var invalid = document.querySelector("[aria-invalid=true]");
   if (invalid) {

@@ -18,7 +18,10 @@
 //! script and stylesheet under content-hashed names; `layout.rs`, the page
 //! frame. The pages: `login.rs`, `tenants.rs` (with `filters.rs` and
 //! `summary.rs`, shared with the event stream), `tenant.rs` (with
-//! `actions.rs`: scale and delete), `create.rs`, `downloads.rs`, and
+//! `actions.rs`: scale and delete; `upgrade.rs`: the rolling procedures
+//! and resuming a paused one; `machines.rs`: the machines, those that need
+//! an operator, and confirming a replaced host; `probe.rs`: the health
+//! line; `projected.rs`: the projected state), `create.rs`, `downloads.rs`, and
 //! `events.rs`, the live updates. The account pages: `audit.rs`, the
 //! audit log; `users.rs`; `tokens.rs`, one's own API tokens; with
 //! `field.rs`, their labelled form fields and refusals. Editing:
@@ -40,6 +43,7 @@ mod filters;
 mod form;
 mod layout;
 mod login;
+mod machines;
 mod patches;
 mod probe;
 mod projected;

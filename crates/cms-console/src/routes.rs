@@ -8,7 +8,7 @@ use crate::failure::Failure;
 use crate::reply::Outcome;
 use crate::{Console, Request, Response};
 use crate::{actions, assets, create, downloads, events, login, tenant, tenants};
-use crate::{audit, probe, tokens, upgrade, users};
+use crate::{audit, machines, probe, tokens, upgrade, users};
 use crate::{editor, patches, sso};
 
 /// Every path the console serves, as route patterns in the mounting
@@ -16,7 +16,7 @@ use crate::{editor, patches, sso};
 /// `/tenants/{name}`). None is under `/api/v1`, and none shadows the
 /// server's own root paths (`/healthz`, `/readyz`, `/metrics`, `/version`,
 /// `/openapi.json`, `/docs`).
-pub const PATHS: [&str; 30] = [
+pub const PATHS: [&str; 31] = [
     "/",
     "/login",
     "/logout",
@@ -38,6 +38,7 @@ pub const PATHS: [&str; 30] = [
     "/tenants/{name}/configpatches/{patch}/delete",
     "/tenants/{name}/resume",
     "/tenants/{name}/probe",
+    "/tenants/{name}/machines/{id}/replace",
     "/assets/{file}",
     "/audit",
     "/users",
@@ -72,6 +73,7 @@ pub(crate) enum Route<'a> {
     DeletePatch(&'a str, &'a str),
     Resume(&'a str),
     Probe(&'a str),
+    ReplaceMachine(&'a str, &'a str),
     Asset(&'a str),
     Audit,
     Users,
@@ -113,6 +115,7 @@ impl<'a> Route<'a> {
             }
             ["tenants", name, "resume"] => Route::Resume(name),
             ["tenants", name, "probe"] => Route::Probe(name),
+            ["tenants", name, "machines", id, "replace"] if !id.is_empty() => Route::ReplaceMachine(name, id),
             ["assets", file] => Route::Asset(file),
             ["audit"] => Route::Audit,
             ["users"] => Route::Users,
@@ -137,6 +140,7 @@ impl<'a> Route<'a> {
             | Route::DeletePatch(name, _)
             | Route::Resume(name)
             | Route::Probe(name)
+            | Route::ReplaceMachine(name, _)
             | Route::Asset(name)
             | Route::UserRole(name)
             | Route::DeleteUser(name)
@@ -155,7 +159,7 @@ impl<'a> Route<'a> {
                 "POST"
             }
             Route::Logout | Route::Delete(_) | Route::Scale(..) => "POST",
-            Route::Resume(_) | Route::Probe(_) => "POST",
+            Route::Resume(_) | Route::Probe(_) | Route::ReplaceMachine(..) => "POST",
             Route::NewUser | Route::UserRole(_) | Route::DeleteUser(_) => "POST",
             Route::NewToken | Route::RevokeToken(_) => "POST",
             _ => "GET",
@@ -198,6 +202,9 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         }
         (Route::Resume(name), &Method::POST) => upgrade::resume(console, request, name).await,
         (Route::Probe(name), &Method::POST) => probe::probe(console, request, name).await,
+        (Route::ReplaceMachine(name, id), &Method::POST) => {
+            machines::confirm_replacement(console, request, name, id).await
+        }
         (Route::Audit, &Method::GET) => audit::page(console, request).await,
         (Route::Users, &Method::GET) => users::page(console, request).await,
         (Route::NewUser, &Method::POST) => users::create(console, request).await,
@@ -229,7 +236,8 @@ mod tests {
                 .replace("{name}", "demo")
                 .replace("{group}", "cp")
                 .replace("{file}", "x.js")
-                .replace("{patch}", "p");
+                .replace("{patch}", "p")
+                .replace("{id}", "m-1");
             assert!(Route::parse(&path).is_some(), "{pattern}");
         }
         assert_eq!(Route::parse("/tenants/new"), Some(Route::NewTenant));
@@ -243,6 +251,11 @@ mod tests {
             Some(Route::EnablePatch("demo", "p"))
         );
         assert_eq!(Route::parse("/tenants/demo/configpatches/p/other"), None);
+        assert_eq!(
+            Route::parse("/tenants/demo/machines/m-1/replace"),
+            Some(Route::ReplaceMachine("demo", "m-1"))
+        );
+        assert_eq!(Route::parse("/tenants/demo/machines//replace"), None);
         assert_eq!(Route::parse("/users/new"), Some(Route::NewUser));
         assert_eq!(Route::parse("/users/alice/role"), Some(Route::UserRole("alice")));
         assert_eq!(Route::parse("/tokens/ci/revoke"), Some(Route::RevokeToken("ci")));

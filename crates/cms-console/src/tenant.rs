@@ -1,22 +1,27 @@
 //! `GET /tenants/{name}`: one tenant: its status, a summary of its spec,
-//! its conditions, its node groups (each with a scale form), its machines,
-//! the client-config downloads and the delete form. The forms show only to
-//! roles that may use them; the actions (`actions.rs`) check again.
+//! its conditions, its node groups (each with a scale form), its config
+//! patches, its rolling procedures (`upgrade.rs`), its machines
+//! (`machines.rs`), the client-config downloads and the delete form. The
+//! forms show only to roles that may use them; the actions (`actions.rs`,
+//! and each section's module) check again. After a confirmed replacement,
+//! `?replaced=<machine>` shows a notice while that machine is gone or
+//! leaving.
 
 use chrono::Utc;
 use cms_auth::Permission;
-use cms_model::{Condition, Kind, Machine, NodeGroup, NodeGroupSpec, Tenant};
+use cms_model::{Condition, Kind, Machine, NodeGroup, Tenant};
 use cms_store::Object;
 use http::StatusCode;
 use maud::{Markup, html};
 use serde::de::DeserializeOwned;
 
 use crate::failure::Failure;
+use crate::form::Form;
 use crate::layout::timestamp;
 use crate::reply::Outcome;
 use crate::session::{self, Session};
 use crate::summary::{phase_name, yes_no};
-use crate::{Console, Request, layout, probe, projected, upgrade};
+use crate::{Console, Request, layout, machines, probe, projected, upgrade};
 
 /// A form of the page that was posted and refused, to show by its field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,13 +38,19 @@ pub(crate) enum Problem {
     },
     /// A config-patch form (`patches.rs`).
     Patch(crate::patches::PatchProblem),
+    /// The form that confirms the replacement of `machine` (`machines.rs`).
+    Replace {
+        machine: String,
+        message: String,
+    },
 }
 
 /// The tenant page.
 pub(crate) async fn page(console: &Console, request: &Request, name: &str) -> Outcome {
     let session = session::require(console, request).await?;
     session.require(Permission::Read)?;
-    render(console, &session, name, StatusCode::OK, &Problem::None).await
+    let query = Form::query(request);
+    render_page(console, &session, name, StatusCode::OK, &Problem::None, query.optional("replaced")).await
 }
 
 /// The page of tenant `name` with `status`, showing `problem` at its form.
@@ -49,6 +60,19 @@ pub(crate) async fn render(
     name: &str,
     status: StatusCode,
     problem: &Problem,
+) -> Outcome {
+    render_page(console, session, name, status, problem, None).await
+}
+
+/// The page as [`render`], with the notice of a confirmed replacement of
+/// machine `replaced` while that machine is gone or leaving.
+async fn render_page(
+    console: &Console,
+    session: &Session,
+    name: &str,
+    status: StatusCode,
+    problem: &Problem,
+    replaced: Option<&str>,
 ) -> Outcome {
     let store = console.store();
     // Read first: an update between this and the reads below is sent again.
@@ -60,8 +84,13 @@ pub(crate) async fn render(
     let progress = upgrade::progress(&tenant, &groups, &machines, default_talos);
     let health = console.prober.last(name);
     let projected = projected::read(console, name).await;
-    let view =
-        View { session, tenant: &tenant, groups: &groups, machines: &machines, default_talos, problem };
+    let replaced = replaced.filter(|id| {
+        let machine = machines.iter().find(|machine| machine.metadata.name == *id);
+        machine.is_none_or(|machine| machine.metadata.deletion_timestamp.is_some())
+    });
+    let listed =
+        machines::Machines { session, tenant: name, groups: &groups, machines: &machines, problem, replaced };
+    let view = View { session, tenant: &tenant, groups: &groups, default_talos, problem };
     let content = html! {
         section #tenant data-tenant=(name) data-revision=(revision) {
             (view.heading())
@@ -71,7 +100,7 @@ pub(crate) async fn render(
             (view.node_groups())
             (crate::patches::section(console, session, &tenant, problem))
             (upgrade::section(session, &tenant, &progress))
-            (view.machines())
+            (listed.section())
             (probe::section(session, name, health.as_ref()))
             (projected::section(projected.as_deref()))
             (view.downloads())
@@ -99,7 +128,6 @@ struct View<'a> {
     session: &'a Session,
     tenant: &'a Tenant,
     groups: &'a [NodeGroup],
-    machines: &'a [Machine],
     default_talos: &'a str,
     problem: &'a Problem,
 }
@@ -137,6 +165,8 @@ impl View<'_> {
         let spec = &self.tenant.spec;
         let talos =
             spec.talos_version.clone().unwrap_or_else(|| format!("{} (the default)", self.default_talos));
+        let version = spec.talos_version.as_deref().unwrap_or(self.default_talos);
+        let installer = cms_model::installer_image(spec, None, version);
         html! {
             h2 { "Spec" }
             dl #spec .facts {
@@ -148,6 +178,8 @@ impl View<'_> {
                 dd .kubernetes { (spec.kubernetes_version) }
                 dt { "Talos version" }
                 dd .talos { (talos) }
+                dt { "Installer image" }
+                dd .installer { (installer) }
                 dt { "Control-plane endpoint" }
                 dd .endpoint { (spec.control_plane_endpoint.as_deref().unwrap_or("none yet")) }
                 dt { "Pod networks" }
@@ -237,43 +269,6 @@ impl View<'_> {
                     }
                 }
                 button type="submit" { "Scale" }
-            }
-        }
-    }
-
-    fn machines(&self) -> Markup {
-        let groups: Vec<NodeGroupSpec> = self.groups.iter().map(|group| group.spec.clone()).collect();
-        html! {
-            h2 #machines-heading { "Machines" }
-            @if self.machines.is_empty() {
-                p #no-machines { "The tenant has no machines yet." }
-            } @else {
-                table #machines aria-labelledby="machines-heading" {
-                    thead {
-                        tr {
-                            th scope="col" { "ID" }
-                            th scope="col" { "Group" }
-                            th scope="col" { "Role" }
-                            th scope="col" { "Stage" }
-                            th scope="col" { "Ready" }
-                            th scope="col" { "Address" }
-                            th scope="col" { "Talos version" }
-                        }
-                    }
-                    tbody {
-                        @for machine in self.machines {
-                            tr data-machine=(machine.metadata.name) {
-                                th scope="row" .id { (machine.metadata.name) }
-                                td .group { (machine.spec.node_group.as_deref().unwrap_or("")) }
-                                td .role { (machine.role(&groups).map(|role| role.as_str()).unwrap_or("")) }
-                                td .stage { (machine.status.stage) }
-                                td .ready { (yes_no(machine.status.ready)) }
-                                td .address { (machine.spec.management_address.as_deref().unwrap_or("")) }
-                                td .talos { (machine.status.talos_version.as_deref().unwrap_or("")) }
-                            }
-                        }
-                    }
-                }
             }
         }
     }

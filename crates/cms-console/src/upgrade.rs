@@ -1,119 +1,113 @@
 //! The tenant page's upgrade section, and `POST /tenants/{name}/resume`.
 //!
-//! The section shows how far the Talos rollout is (`n of m` machines at
-//! their desired version), the machines in flight with the version they
-//! go to and since when, the reconciler's `Upgrading` condition, and a
+//! The section covers every rolling procedure of the reconciler (Talos
+//! upgrades, reboots for config changes, Kubernetes upgrades;
+//! `progress.rs` reads where they stand): how far the Talos rollout is
+//! (`n of m` machines at their desired version), how many machines' kubelets
+//! run the spec's Kubernetes version and the version an upgrade comes from,
+//! the machines waiting for a reboot, the machines in a rolling step with
+//! what they go to and since when, each procedure's condition, and a
 //! paused rollout's reason with a button that resumes it. Resuming is what
-//! `docs/upgrades.md` tells an API user to do: the tenant replaced without
-//! its `service.io/rollout-paused` annotation, at the version just read,
-//! through `Tenancy` (`Write`).
+//! `docs/upgrades.md` tells an API user to do, whichever procedure paused:
+//! the tenant replaced without its `service.io/rollout-paused` annotation,
+//! at the version just read, through `Tenancy` (`Write`).
 
-use chrono::{DateTime, Utc};
+mod progress;
+
 use cms_auth::Permission;
-use cms_model::{Machine, NodeGroup, Tenant};
+use cms_model::Tenant;
 use cms_store::Key;
 use maud::{Markup, html};
+
+pub(crate) use progress::{Progress, Step, progress};
 
 use crate::failure::Failure;
 use crate::reply::{self, Outcome};
 use crate::session::{self, Session};
 use crate::{Console, Request, layout};
 
-/// On a tenant whose rollout is paused: the generation it paused at. The
-/// reconciler writes it (`cms_reconciler::PAUSED_ANNOTATION`).
+/// On a tenant whose rollout is paused: `<generation> <condition>`, the
+/// generation it paused at and the condition of the procedure that paused
+/// (absent in older values, which are the Talos upgrade's). The reconciler
+/// writes it (`cms_reconciler::PAUSED_ANNOTATION`).
 pub(crate) const PAUSED: &str = "service.io/rollout-paused";
-/// On a machine being upgraded: `<version> <started at>`
-/// (`cms_reconciler::UPGRADING_ANNOTATION`).
-pub(crate) const UPGRADING: &str = "service.io/upgrading-to";
-/// The condition the reconciler keeps on a tenant while it rolls out.
-const CONDITION: &str = "Upgrading";
 
-/// Where a tenant's Talos rollout stands, as its stored machines show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Progress {
-    /// Machines that run their desired version.
-    pub(crate) done: usize,
-    /// Machines that have a desired version.
-    pub(crate) total: usize,
-    /// Machines being upgraded: name, target version, and since when.
-    pub(crate) in_flight: Vec<(String, String, Option<DateTime<Utc>>)>,
-}
+/// The conditions the reconciler keeps while a procedure rolls, each with
+/// the procedure in words and the id of its line on the page.
+const PROCEDURES: [(&str, &str, &str); 3] = [
+    ("Upgrading", "Talos upgrade", "upgrade-condition"),
+    ("Rebooting", "reboots for config changes", "rebooting-condition"),
+    ("KubernetesUpgrading", "Kubernetes upgrade", "kubernetes-upgrade-condition"),
+];
 
-/// The progress of `tenant`'s machines toward their desired versions: a
-/// machine's node group's `talosVersion` (the resource's, else the inline
-/// group's), else the tenant's, else `default_talos`.
-pub(crate) fn progress(
-    tenant: &Tenant,
-    groups: &[NodeGroup],
-    machines: &[Machine],
-    default_talos: &str,
-) -> Progress {
-    let mut progress = Progress { done: 0, total: 0, in_flight: Vec::new() };
-    for machine in machines.iter().filter(|machine| machine.metadata.deletion_timestamp.is_none()) {
-        let want = desired(tenant, groups, machine.spec.node_group.as_deref()).unwrap_or(default_talos);
-        progress.total += 1;
-        if let Some(value) = machine.metadata.annotations.get(UPGRADING) {
-            let (version, since) = value.split_once(' ').unwrap_or((value.as_str(), ""));
-            let since = DateTime::parse_from_rfc3339(since).ok().map(|time| time.with_timezone(&Utc));
-            progress.in_flight.push((machine.metadata.name.clone(), version.to_string(), since));
-        } else if machine.status.talos_version.as_deref().is_some_and(|running| same(running, want)) {
-            progress.done += 1;
-        }
-    }
-    progress
-}
-
-fn desired<'a>(tenant: &'a Tenant, groups: &'a [NodeGroup], group: Option<&str>) -> Option<&'a str> {
-    let group = group?;
-    let resource = groups.iter().find(|candidate| candidate.metadata.name == group);
-    let inline = tenant.spec.node_groups.iter().flatten().find(|candidate| candidate.name == group);
-    resource
-        .and_then(|found| found.spec.talos_version.as_deref())
-        .or_else(|| inline.and_then(|found| found.talos_version.as_deref()))
-        .or(tenant.spec.talos_version.as_deref())
-}
-
-fn same(a: &str, b: &str) -> bool {
-    a.trim_start_matches('v') == b.trim_start_matches('v')
-}
-
-/// The section: progress, machines in flight, the condition, and a paused
+/// The section: progress, machines in flight, the conditions, and a paused
 /// rollout's reason with the resume button for roles that may write.
 pub(crate) fn section(session: &Session, tenant: &Tenant, progress: &Progress) -> Markup {
-    let name = &tenant.metadata.name;
-    let paused = tenant.metadata.annotations.contains_key(PAUSED);
-    let condition = tenant.status.conditions.iter().find(|condition| condition.kind == CONDITION);
+    let kubernetes = &progress.kubernetes;
     html! {
-        h2 #upgrade-heading { "Upgrade" }
+        h2 #upgrade-heading { "Upgrades and reboots" }
         section #upgrade aria-labelledby="upgrade-heading" {
             p #upgrade-progress {
                 (progress.done) " of " (progress.total) " machines at their desired Talos version"
             }
+            p #kubernetes-progress {
+                (kubernetes.done) " of " (kubernetes.total) " machines at Kubernetes " (kubernetes.version)
+                @if let Some(from) = &kubernetes.from { ", upgrading from " (from) }
+            }
+            @if !progress.reboot_pending.is_empty() {
+                p #reboots-pending {
+                    "Waiting for a reboot to take a config change: " (progress.reboot_pending.join(", "))
+                }
+            }
             @if !progress.in_flight.is_empty() {
-                ul #upgrade-in-flight aria-label="Machines being upgraded" {
-                    @for (machine, version, since) in &progress.in_flight {
-                        li data-machine=(machine) {
-                            (machine) " to " (version)
-                            @if let Some(since) = since { ", since " (layout::timestamp(*since)) }
+                ul #upgrade-in-flight aria-label="Machines in a rolling step" {
+                    @for flight in &progress.in_flight {
+                        li data-machine=(flight.machine) data-step=(flight.step.name()) {
+                            (flight.machine) ": " (flight.step.what())
+                            @if flight.step == Step::Reboot {
+                                " for config " code { (flight.target) }
+                            } @else {
+                                " to " (flight.target)
+                            }
+                            @if let Some(since) = flight.since { ", since " (layout::timestamp(since)) }
                         }
                     }
                 }
             }
-            @if let Some(condition) = condition {
-                p #upgrade-condition {
-                    "Upgrading: " (condition.status) " (" (condition.reason) ")"
-                    @if !condition.message.is_empty() { ": " (condition.message) }
+            @for (kind, _, id) in PROCEDURES {
+                @if let Some(condition) = tenant.status.conditions.iter().find(|condition| condition.kind == kind) {
+                    p #(id) .procedure-condition data-condition=(kind) {
+                        (kind) ": " (condition.status) " (" (condition.reason) ")"
+                        @if !condition.message.is_empty() { ": " (condition.message) }
+                    }
                 }
             }
-            @if paused {
-                div #upgrade-paused .notice {
-                    p { "The rollout is paused: " (tenant.status.message.as_deref().unwrap_or("no reason was recorded")) }
-                    @if session.may(Permission::Write) {
-                        form #resume method="post" action={ "/tenants/" (name) "/resume" } {
-                            (layout::csrf_field(session))
-                            button type="submit" { "Resume the rollout" }
-                        }
-                    }
+            (paused(session, tenant))
+        }
+    }
+}
+
+/// A paused rollout's notice: the reason, the procedure that paused, and
+/// the resume button for roles that may write.
+fn paused(session: &Session, tenant: &Tenant) -> Markup {
+    let Some(value) = tenant.metadata.annotations.get(PAUSED) else { return html! {} };
+    let condition =
+        value.split_once(' ').map(|(_, condition)| condition.trim()).filter(|kind| !kind.is_empty());
+    let procedure = condition.map(|kind| {
+        let named = PROCEDURES.iter().find(|(known, ..)| *known == kind).map(|(_, what, _)| *what);
+        (kind, named.unwrap_or("rolling procedure"))
+    });
+    let name = &tenant.metadata.name;
+    html! {
+        div #upgrade-paused .notice {
+            p { "The rollout is paused: " (tenant.status.message.as_deref().unwrap_or("no reason was recorded")) }
+            @if let Some((kind, what)) = procedure {
+                p #paused-procedure data-condition=(kind) { "The " (what) " paused (condition " code { (kind) } ")." }
+            }
+            @if session.may(Permission::Write) {
+                form #resume method="post" action={ "/tenants/" (name) "/resume" } {
+                    (layout::csrf_field(session))
+                    button type="submit" { "Resume the rollout" }
                 }
             }
         }

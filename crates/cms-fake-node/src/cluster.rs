@@ -3,16 +3,18 @@
 //! [`FakeEtcd`] its cluster shares.
 //!
 //! A node is a control plane once it took a config whose machine type is
-//! `controlplane` (the fake reads the rendered YAML's `type: controlplane`),
-//! and stops being one when it is reset. With a [`crate::FakeKube`], a node
-//! that takes a config registers as a Ready Node there, and one that is
-//! reset turns NotReady, as its kubelet would. A cloud instance takes its
-//! config at boot, as user data ([`crate::FakeNodeOptions::booted`]).
+//! `controlplane` (`machine.type` of its `v1alpha1` document), and stops
+//! being one when it is reset. With a [`crate::FakeKube`], a node that takes
+//! a config registers as a Ready Node there, with the kubelet version of
+//! the config's kubelet image, and one that is reset turns NotReady, as its
+//! kubelet would. A cloud instance takes its
+//! config at boot, as user data ([`crate::FakeNodeOptions::booted`]). A
+//! reset node is in maintenance mode again.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
-use cms_nodeapi::proto::machine::{
+use crate::proto::machine::{
     Bootstrap, BootstrapRequest, BootstrapResponse, EtcdForfeitLeadership, EtcdForfeitLeadershipResponse,
     EtcdLeaveCluster, EtcdLeaveClusterResponse, EtcdMember, EtcdMemberListResponse, EtcdMemberStatus,
     EtcdMembers, EtcdRemoveMemberById, EtcdRemoveMemberByIdResponse, EtcdStatus, EtcdStatusResponse, Reset,
@@ -20,6 +22,8 @@ use cms_nodeapi::proto::machine::{
 };
 use tonic::Status;
 
+use crate::config::MachineConfig;
+use crate::identity::Serving;
 use crate::kube::FakeKube;
 use crate::service::{Behaviour, Shared, metadata};
 
@@ -28,19 +32,41 @@ const PEER_PORT: u16 = 2380;
 const CLIENT_PORT: u16 = 2379;
 
 impl Shared {
-    /// A config was applied: a control plane's makes the node one, and it
-    /// joins etcd (at once, or when etcd is bootstrapped); with a Kubernetes
-    /// API, the node registers there as a Ready Node.
+    /// The node runs a config from now on, out of maintenance mode, its TLS
+    /// identity the config's (`identity.rs`): a control plane's makes the
+    /// node one, and it joins etcd (at once, or when etcd is bootstrapped);
+    /// with a Kubernetes API, the node registers there as a Ready Node
+    /// whose kubelet runs the version of the config's kubelet image.
     pub(crate) fn configured(&self, hostname: &str, config: &[u8]) {
-        let text = String::from_utf8_lossy(config);
-        let control_plane = text.lines().any(|line| line.trim() == "type: controlplane");
+        let text = String::from_utf8_lossy(config).into_owned();
+        self.identity.serve(Serving::Config(&text));
+        self.maintenance.store(false, Ordering::SeqCst);
+        let parsed = MachineConfig::parse(&text).ok();
+        let control_plane = match parsed.as_ref().and_then(MachineConfig::machine_type) {
+            Some(machine_type) => machine_type == "controlplane",
+            None => text.lines().any(|line| line.trim() == "type: controlplane"),
+        };
+        {
+            let mut boots = self.boots();
+            boots.running = Some(text.clone());
+            boots.next = Some(text);
+        }
         self.configured.store(true, Ordering::SeqCst);
         if control_plane {
             self.control_plane.store(true, Ordering::SeqCst);
             self.etcd.configured(hostname, self.address);
         }
         if let Some(kube) = self.kube() {
-            kube.add_node(hostname, self.address, control_plane);
+            self.register(&kube, hostname, control_plane);
+        }
+    }
+
+    /// The node's kubelet registers its Node, with the version of the
+    /// running config's kubelet image.
+    fn register(&self, kube: &FakeKube, hostname: &str, control_plane: bool) {
+        match self.running_config().and_then(|config| config.kubelet_version()) {
+            Some(version) => kube.register_node(hostname, self.address, control_plane, &version),
+            None => kube.add_node(hostname, self.address, control_plane),
         }
     }
 
@@ -49,7 +75,7 @@ impl Shared {
     pub(crate) fn joined(&self, kube: FakeKube) {
         if self.configured.load(Ordering::SeqCst) {
             let hostname = self.behaviour().hostname.clone();
-            kube.add_node(&hostname, self.address, self.control_plane.load(Ordering::SeqCst));
+            self.register(&kube, &hostname, self.control_plane.load(Ordering::SeqCst));
         }
         *self.kube.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kube);
     }
@@ -134,10 +160,18 @@ impl Shared {
         Ok(EtcdRemoveMemberByIdResponse { messages: vec![message] })
     }
 
-    /// The node wipes itself: a graceful reset leaves etcd first; an
-    /// ungraceful one of a member leaves a member that no longer answers.
+    /// The node wipes itself and is back in maintenance mode, with a new
+    /// CA of its own: a graceful reset leaves etcd first; an ungraceful one
+    /// of a member leaves a member that no longer answers.
     pub(crate) fn reset(&self, behaviour: &Behaviour, graceful: bool) -> ResetResponse {
         self.configured.store(false, Ordering::SeqCst);
+        self.maintenance.store(true, Ordering::SeqCst);
+        self.identity.serve(Serving::Maintenance);
+        {
+            let mut boots = self.boots();
+            boots.running = None;
+            boots.next = None;
+        }
         if self.control_plane.swap(false, Ordering::SeqCst) {
             match graceful {
                 true => self.etcd.forget(&behaviour.hostname),

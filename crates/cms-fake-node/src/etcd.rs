@@ -4,7 +4,8 @@
 //! control planes configured later join as they take their config, and
 //! members leave or are removed by id. A node that stops (its fake is
 //! dropped) is a member that no longer answers; if ever fewer than a
-//! majority of the members answer, the etcd notes that it lost quorum.
+//! majority of the members answer, the etcd notes that it lost quorum; so
+//! does a member whose node reboots, until it is back.
 //! The leader is the member that bootstrapped, unless a test sets another;
 //! it hands over on `EtcdForfeitLeadership`, or when it leaves. A
 //! recovering bootstrap notes the snapshot etcd started from.
@@ -126,6 +127,11 @@ impl FakeEtcd {
         let mut state = self.state();
         state.down.insert(hostname.to_string());
         state.check_quorum();
+    }
+
+    /// The node `hostname` is back from a reboot: as a member, it answers again.
+    pub(crate) fn started(&self, hostname: &str) {
+        self.state().down.remove(hostname);
     }
 
     /// `Bootstrap` on `hostname`, a configured control plane at `address`.
@@ -267,5 +273,22 @@ mod tests {
         assert!(!etcd.lost_quorum());
         etcd.stopped("b");
         assert!(etcd.lost_quorum(), "one of two members answers");
+    }
+
+    #[test]
+    fn one_member_of_three_rebooting_at_a_time_keeps_quorum() {
+        let etcd = FakeEtcd::default();
+        for host in ["a", "b", "c"] {
+            etcd.configured(host, IP);
+        }
+        etcd.bootstrap("a", IP).unwrap();
+        for host in ["a", "b", "c"] {
+            etcd.stopped(host);
+            etcd.started(host);
+        }
+        assert!(!etcd.lost_quorum());
+        etcd.stopped("a");
+        etcd.stopped("b");
+        assert!(etcd.lost_quorum(), "two of three rebooting at once");
     }
 }

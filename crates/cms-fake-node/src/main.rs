@@ -33,13 +33,18 @@ struct Args {
     /// Makes every call fail with `unavailable` and this message.
     #[arg(long)]
     fail: Option<String>,
-    /// Serves clients without a certificate too, like a host with no config.
+    /// Starts in maintenance mode, like a host with no config: a certificate
+    /// from a CA of its own, and clients without a certificate, until it
+    /// takes a config.
     #[arg(long)]
     maintenance: bool,
     /// How long an upgrade keeps the node down before it answers with the
     /// installer image's tag, such as `2s`.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
     upgrade_delay: Duration,
+    /// How long a config applied with a reboot keeps the node down, such as `2s`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    reboot_delay: Duration,
     /// Makes every `Upgrade` fail with this message.
     #[arg(long)]
     fail_upgrade: Option<String>,
@@ -62,6 +67,7 @@ async fn main() -> anyhow::Result<()> {
         .version(args.version)
         .latency(args.latency)
         .upgrade_delay(args.upgrade_delay)
+        .reboot_delay(args.reboot_delay)
         .snapshot_size(args.snapshot_size);
     if let Some(message) = args.fail_upgrade {
         options = options.upgrade_failure(message);

@@ -2,21 +2,21 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use cms_nodeapi::proto::machine::machine_service_server::MachineServiceServer;
+use crate::proto::machine::machine_service_server::MachineServiceServer;
 use cms_talos::CertificateAuthority;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::etcd::FakeEtcd;
+use crate::identity::{Identity, Serving};
 use crate::kube::FakeKube;
 use crate::service::{Behaviour, Call, Failure, FakeMachineService, Method, OnCall, Shared};
-use crate::tls::{accept_loop, server_config};
+use crate::tls::accept_loop;
 
 /// Why a fake node or a fake Kubernetes API could not start.
 #[derive(Debug, Error)]
@@ -60,8 +60,12 @@ impl std::fmt::Debug for FakeNodeOptions {
 
 impl FakeNodeOptions {
     /// A node on `127.0.0.1:0` whose serving certificate `ca` issues and
-    /// which accepts client certificates from `ca`; it runs `v1.14.0`,
-    /// answers at once and never fails.
+    /// which accepts client certificates from `ca`, until it takes a config
+    /// that names another OS CA; it runs `v1.14.0`, answers at once and
+    /// never fails. A worker's config carries no CA key: the node's
+    /// certificate then comes from a CA with the config's certificate that
+    /// the process knows, `ca` or one a control plane's config carried, as
+    /// trustd on a control plane would sign it.
     pub fn new(ca: CertificateAuthority) -> FakeNodeOptions {
         FakeNodeOptions {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
@@ -75,6 +79,7 @@ impl FakeNodeOptions {
                 latency: Duration::ZERO,
                 failure: None,
                 upgrade_delay: Duration::from_secs(1),
+                reboot_delay: Duration::from_secs(1),
                 upgrade_failure: None,
                 snapshot_size: 256 * 1024,
             },
@@ -85,7 +90,7 @@ impl FakeNodeOptions {
         }
     }
 
-    /// Where to listen; the certificate also names this IP.
+    /// Where to listen; the certificates also name this IP.
     pub fn listen(mut self, addr: SocketAddr) -> FakeNodeOptions {
         self.listen = addr;
         if !addr.ip().is_unspecified() {
@@ -94,7 +99,8 @@ impl FakeNodeOptions {
         self
     }
 
-    /// Accepts client certificates from this CA instead of the serving one.
+    /// Accepts client certificates from this CA instead of `ca`, and
+    /// instead of those a config names; maintenance mode asks for none.
     pub fn client_ca(mut self, ca: CertificateAuthority) -> FakeNodeOptions {
         self.client_ca = Some(ca);
         self
@@ -131,6 +137,14 @@ impl FakeNodeOptions {
         self
     }
 
+    /// How long a config applied with a reboot (mode `REBOOT`, or `AUTO`
+    /// for a change Talos cannot apply at once) keeps the node down before
+    /// it runs the new config (1 s unless set).
+    pub fn reboot_delay(mut self, delay: Duration) -> FakeNodeOptions {
+        self.behaviour.reboot_delay = delay;
+        self
+    }
+
     /// Makes `Upgrade` fail with this message.
     pub fn upgrade_failure(mut self, message: impl Into<String>) -> FakeNodeOptions {
         self.behaviour.upgrade_failure = Some(message.into());
@@ -145,7 +159,11 @@ impl FakeNodeOptions {
         self
     }
 
-    /// Maintenance mode: clients without a certificate are served too.
+    /// Maintenance mode, as a metal host with no config: the node serves a
+    /// certificate from a CA it made itself (no CA of the test's signed
+    /// it), asks clients for none and serves them all, and answers
+    /// `ApplyConfiguration` as Talos's maintenance service does. Once it
+    /// takes a config, its identity follows the config's OS CA.
     pub fn maintenance(mut self) -> FakeNodeOptions {
         self.maintenance = true;
         self
@@ -154,8 +172,9 @@ impl FakeNodeOptions {
     /// A cloud instance that booted with `config` as its user data: the
     /// node starts configured with it, as if it had taken it over the node
     /// API (a control plane's config makes it one, waiting for or joining
-    /// etcd, and with a Kubernetes API it registers its Node), and never in
-    /// maintenance mode, whatever [`FakeNodeOptions::maintenance`] said.
+    /// etcd, and with a Kubernetes API it registers its Node; its TLS
+    /// identity is the config's OS CA), and never in maintenance mode,
+    /// whatever [`FakeNodeOptions::maintenance`] said.
     pub fn booted(mut self, config: impl Into<String>) -> FakeNodeOptions {
         self.booted = Some(config.into());
         self
@@ -194,9 +213,12 @@ pub struct FakeNode {
 impl FakeNode {
     /// Binds, then serves on the current tokio runtime.
     pub async fn start(options: FakeNodeOptions) -> Result<FakeNode, FakeNodeError> {
-        let client_ca = options.client_ca.as_ref().unwrap_or(&options.ca);
         let maintenance = options.maintenance && options.booted.is_none();
-        let config = server_config(&options.ca, client_ca, &options.sans, maintenance, b"h2")?;
+        let serving = match maintenance {
+            true => Serving::Maintenance,
+            false => Serving::Given,
+        };
+        let identity = Identity::new(options.ca, options.client_ca, options.sans, serving)?;
         let listener = TcpListener::bind(options.listen)
             .await
             .map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
@@ -204,7 +226,7 @@ impl FakeNode {
             listener.local_addr().map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
         let shared = Arc::new(Shared {
             behaviour: Mutex::new(options.behaviour),
-            upgrading: Mutex::new(None),
+            boots: Mutex::new(crate::boot::Boots::new()),
             calls: Mutex::new(Vec::new()),
             on_call: options.on_call,
             etcd: options.etcd,
@@ -212,6 +234,8 @@ impl FakeNode {
             address: addr.ip(),
             kube: Mutex::new(options.kube),
             configured: Default::default(),
+            maintenance: maintenance.into(),
+            identity,
             hold: Mutex::new(None),
             held: Default::default(),
             recovered: Mutex::new(None),
@@ -221,7 +245,8 @@ impl FakeNode {
             shared.configured(&hostname, config.as_bytes());
         }
         let (sender, receiver) = mpsc::channel(64);
-        let accept = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), sender));
+        let identity = shared.clone();
+        let accept = tokio::spawn(accept_loop(listener, move || identity.identity.acceptor(), sender));
         let service = MachineServiceServer::new(FakeMachineService { shared: shared.clone() });
         let serve = tokio::spawn(async move {
             let _ = tonic::transport::Server::builder()
@@ -258,6 +283,52 @@ impl FakeNode {
     /// `EtcdRecover`, if any.
     pub fn recovered_sha256(&self) -> Option<String> {
         self.shared.recovered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// When each reboot began (after a config that needed one, or an
+    /// upgrade), in order.
+    pub fn reboots(&self) -> Vec<SystemTime> {
+        self.shared.boots().reboots.clone()
+    }
+
+    /// When the node last booted: at start, then as each reboot ends.
+    /// `SystemStat` answers it in whole seconds.
+    pub fn boot_time(&self) -> SystemTime {
+        self.shared.boots().booted_at
+    }
+
+    /// The machine config the node runs, if it has one.
+    pub fn config(&self) -> Option<String> {
+        self.shared.boots().running.clone()
+    }
+
+    /// The tag of the kubelet image the running config names (such as
+    /// `v1.32.0`): the version its Kubernetes Node reports.
+    pub fn kubelet_version(&self) -> Option<String> {
+        self.shared.running_config()?.kubelet_version()
+    }
+
+    /// On a control plane, the tag of the API server image its running
+    /// config names (`cluster.apiServer.image`, or the `KubeAPIServerConfig`
+    /// document's `image`); `None` on a worker.
+    pub fn api_server_version(&self) -> Option<String> {
+        if !self.shared.control_plane.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        self.shared.running_config()?.api_server_version()
+    }
+
+    /// Whether the node is in maintenance mode: started with
+    /// [`FakeNodeOptions::maintenance`] or reset since, and no config taken.
+    pub fn in_maintenance(&self) -> bool {
+        self.shared.maintenance.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The certificate (PEM) of the CA that issued the certificate new
+    /// connections get: in maintenance mode one the node made itself, once
+    /// configured the config's OS CA.
+    pub fn server_ca(&self) -> String {
+        self.shared.identity.issuer_pem()
     }
 
     /// Forgets the calls so far.

@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use cms_nodeapi::proto::common::{Data, Metadata};
-use cms_nodeapi::proto::machine::machine_service_server::MachineService;
-use cms_nodeapi::proto::machine::{
-    ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, BootstrapRequest,
-    BootstrapResponse, EtcdForfeitLeadershipRequest, EtcdForfeitLeadershipResponse, EtcdLeaveClusterRequest,
+use crate::proto::common::{Data, Metadata};
+use crate::proto::machine::machine_service_server::MachineService;
+use crate::proto::machine::{
+    ApplyConfigurationRequest, ApplyConfigurationResponse, BootstrapRequest, BootstrapResponse,
+    EtcdForfeitLeadershipRequest, EtcdForfeitLeadershipResponse, EtcdLeaveClusterRequest,
     EtcdLeaveClusterResponse, EtcdMemberListRequest, EtcdMemberListResponse, EtcdRecoverResponse,
     EtcdRemoveMemberByIdRequest, EtcdRemoveMemberByIdResponse, EtcdSnapshotRequest, EtcdStatusResponse,
     FeaturesInfo, PlatformInfo, ResetRequest, ResetResponse, Upgrade, UpgradeRequest, UpgradeResponse,
@@ -39,6 +39,7 @@ pub enum Method {
     EtcdSnapshot,
     EtcdRecover,
     Reset,
+    SystemStat,
 }
 
 impl Method {
@@ -57,6 +58,7 @@ impl Method {
             Method::EtcdSnapshot => "EtcdSnapshot",
             Method::EtcdRecover => "EtcdRecover",
             Method::Reset => "Reset",
+            Method::SystemStat => "SystemStat",
         }
     }
 }
@@ -98,8 +100,8 @@ pub struct Call {
     pub payload: Payload,
     /// The `node` metadata, when the caller routed the call.
     pub node: Option<String>,
-    /// Whether the caller presented a client certificate (always, unless
-    /// the node is in maintenance mode).
+    /// Whether the caller presented a client certificate: always out of
+    /// maintenance mode, never in it (the node asks for none).
     pub client_certificate: bool,
 }
 
@@ -120,6 +122,8 @@ pub(crate) struct Behaviour {
     /// How long an upgrade keeps the node down (rebooting) before it runs
     /// the new version.
     pub(crate) upgrade_delay: Duration,
+    /// How long a config applied with a reboot keeps the node down.
+    pub(crate) reboot_delay: Duration,
     /// Makes `Upgrade` fail with this message.
     pub(crate) upgrade_failure: Option<String>,
     /// How many bytes `EtcdSnapshot` streams.
@@ -132,9 +136,8 @@ pub(crate) type OnCall = Box<dyn Fn(&Call) + Send + Sync>;
 /// The state a node's service and its handle share.
 pub(crate) struct Shared {
     pub(crate) behaviour: Mutex<Behaviour>,
-    /// An upgrade under way: the node is down until the instant, then runs
-    /// the tag.
-    pub(crate) upgrading: Mutex<Option<(tokio::time::Instant, String)>>,
+    /// When the node booted, its reboots and its configs (`boot.rs`).
+    pub(crate) boots: Mutex<crate::boot::Boots>,
     pub(crate) calls: Mutex<Vec<Call>>,
     /// Called with every call as it arrives (the binary prints them).
     pub(crate) on_call: Option<OnCall>,
@@ -148,6 +151,11 @@ pub(crate) struct Shared {
     pub(crate) kube: Mutex<Option<FakeKube>>,
     /// Whether the node took a config (and has not been reset since).
     pub(crate) configured: std::sync::atomic::AtomicBool,
+    /// Whether the node is in maintenance mode: started so, or reset, and
+    /// no config taken since.
+    pub(crate) maintenance: std::sync::atomic::AtomicBool,
+    /// The certificate it serves and the clients it takes (`identity.rs`).
+    pub(crate) identity: crate::identity::Identity,
     /// Calls of this method wait before they arrive, as if still on the
     /// network, until it is released; a caller that goes away meanwhile
     /// never reaches the node.
@@ -240,30 +248,13 @@ impl Shared {
         }
     }
 
-    /// While an upgrade reboots the node, every call fails as `unavailable`;
-    /// once it is done, the node runs the new tag.
-    fn rebooted(&self) -> Result<(), Status> {
-        let mut upgrading = self.upgrading.lock().unwrap_or_else(PoisonError::into_inner);
-        match upgrading.as_ref() {
-            Some((until, tag)) if tokio::time::Instant::now() < *until => {
-                Err(Status::unavailable(format!("rebooting into {tag}")))
-            }
-            Some((_, tag)) => {
-                self.behaviour().version = tag.clone();
-                *upgrading = None;
-                Ok(())
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Starts an upgrade to the installer image's tag.
-    fn start_upgrade(&self, image: &str, delay: Duration) -> Result<(), Status> {
+    /// Starts an upgrade to the installer image's tag: a reboot, after
+    /// which the node runs that tag.
+    fn start_upgrade(self: &Arc<Self>, image: &str, delay: Duration) -> Result<(), Status> {
         let tag = image.rsplit_once(':').map(|(_, tag)| tag.to_string()).filter(|tag| tag.starts_with('v'));
         let tag =
             tag.ok_or_else(|| Status::invalid_argument(format!("no version tag in image {image:?}")))?;
-        *self.upgrading.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((tokio::time::Instant::now() + delay, tag));
+        self.reboot(delay, Some(tag));
         Ok(())
     }
 }
@@ -286,14 +277,7 @@ impl MachineService for FakeMachineService {
     ) -> Result<Response<ApplyConfigurationResponse>, Status> {
         let payload = Payload::ApplyConfiguration(request.get_ref().clone());
         let behaviour = self.shared.serve(Method::ApplyConfiguration, payload, &request).await?;
-        let request = request.into_inner();
-        self.shared.configured(&behaviour.hostname, &request.data);
-        let message = ApplyConfiguration {
-            metadata: metadata(&behaviour),
-            warnings: Vec::new(),
-            mode: request.mode,
-            mode_details: format!("applied {} bytes", request.data.len()),
-        };
+        let message = self.shared.apply(&behaviour, request.get_ref())?;
         Ok(Response::new(ApplyConfigurationResponse { messages: vec![message] }))
     }
 
@@ -360,12 +344,10 @@ impl MachineService for FakeMachineService {
         Ok(Response::new(self.shared.forfeit_leadership(&behaviour)?))
     }
 
-    type EtcdSnapshotStream = crate::snapshot::Chunks;
-
     async fn etcd_snapshot(
         &self,
         request: Request<EtcdSnapshotRequest>,
-    ) -> Result<Response<Self::EtcdSnapshotStream>, Status> {
+    ) -> Result<Response<crate::snapshot::Chunks>, Status> {
         let behaviour = self.shared.serve(Method::EtcdSnapshot, Payload::Empty, &request).await?;
         Ok(Response::new(self.shared.snapshot(&behaviour)?))
     }
@@ -391,6 +373,14 @@ impl MachineService for FakeMachineService {
         let payload = Payload::Reset(request.get_ref().clone());
         let behaviour = self.shared.serve(Method::Reset, payload, &request).await?;
         Ok(Response::new(self.shared.reset(&behaviour, request.get_ref().graceful)))
+    }
+
+    async fn system_stat(
+        &self,
+        request: Request<()>,
+    ) -> Result<Response<crate::proto::machine::SystemStatResponse>, Status> {
+        let behaviour = self.shared.serve(Method::SystemStat, Payload::Empty, &request).await?;
+        Ok(Response::new(self.shared.system_stat(&behaviour)))
     }
 
     async fn version(&self, request: Request<()>) -> Result<Response<VersionResponse>, Status> {

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
-use cms_nodeapi::proto::common::Data;
-use cms_nodeapi::proto::machine::{EtcdRecover, EtcdRecoverResponse};
+use crate::proto::common::Data;
+use crate::proto::machine::{EtcdRecover, EtcdRecoverResponse};
 use sha2::{Digest, Sha256};
 use tokio_stream::Stream;
 use tonic::{Status, Streaming};

@@ -1,6 +1,7 @@
-//! The fake node's TLS: a serving certificate from the node's CA, client
-//! certificates checked against the client CA, and the accepted connections
-//! handed to tonic with what the handshake learnt.
+//! The fake servers' TLS: server configs from a serving certificate and the
+//! CAs whose client certificates they take (or none asked for), and the
+//! accepted connections handed to tonic with what the handshake learnt.
+//! Which certificate a fake node serves is `identity.rs`'s.
 
 use std::io;
 use std::net::SocketAddr;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use cms_talos::CertificateAuthority;
+use cms_talos::{CertificateAuthority, IssuedCertificate};
 use rustls::RootCertStore;
 use rustls::crypto::ring;
 use rustls::pki_types::CertificateDer;
@@ -25,7 +26,7 @@ use crate::node::FakeNodeError;
 
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the serving certificate lives.
+/// How long a serving certificate lives.
 const SERVING_CERT_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// What tonic learns about a connection, in each request's extensions.
@@ -70,36 +71,68 @@ impl AsyncWrite for TlsConnection {
     }
 }
 
+/// Whose client certificates a server takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Clients<'a> {
+    /// It asks for none, and serves every client (Talos's maintenance
+    /// service).
+    Any,
+    /// It requires one that a CA of these PEM texts signed.
+    SignedBy(&'a [String]),
+}
+
 /// The server's TLS config: serves a certificate from `ca` for `sans`, and
-/// requires (or, in maintenance mode, allows) a client certificate from
-/// `client_ca`; it offers the one application protocol `alpn` (such as
-/// `h2`).
+/// requires a client certificate from `client_ca`; it offers the one
+/// application protocol `alpn` (such as `h2`).
 pub(crate) fn server_config(
     ca: &CertificateAuthority,
     client_ca: &CertificateAuthority,
     sans: &[String],
-    maintenance: bool,
     alpn: &[u8],
 ) -> Result<Arc<ServerConfig>, FakeNodeError> {
+    let serving = issue(ca, sans)?;
+    serving_config(&serving, ca.cert_pem(), Clients::SignedBy(&[client_ca.cert_pem().to_string()]), alpn)
+}
+
+/// A serving certificate from `ca` for `sans` (IP addresses or DNS names).
+pub(crate) fn issue(ca: &CertificateAuthority, sans: &[String]) -> Result<IssuedCertificate, FakeNodeError> {
     let sans: Vec<&str> = sans.iter().map(String::as_str).collect();
-    let serving = cms_talos::issue_server_cert(ca, &sans, SERVING_CERT_TTL)?;
+    Ok(cms_talos::issue_server_cert(ca, &sans, SERVING_CERT_TTL)?)
+}
+
+/// The server's TLS config: serves `serving` with the certificate of the
+/// CA that issued it (`issuer_pem`), takes `clients`, and offers the one
+/// application protocol `alpn`.
+pub(crate) fn serving_config(
+    serving: &IssuedCertificate,
+    issuer_pem: &str,
+    clients: Clients<'_>,
+    alpn: &[u8],
+) -> Result<Arc<ServerConfig>, FakeNodeError> {
     let provider = Arc::new(ring::default_provider());
-    let mut roots = RootCertStore::empty();
-    roots.add(der(client_ca.cert_pem())?).map_err(tls_error)?;
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-    let verifier = match maintenance {
-        true => verifier.allow_unauthenticated().build(),
-        false => verifier.build(),
-    }
-    .map_err(|err| FakeNodeError::Tls(err.to_string()))?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(tls_error)?;
+    let builder = match clients {
+        Clients::Any => builder.with_no_client_auth(),
+        Clients::SignedBy(cas) => {
+            let mut roots = RootCertStore::empty();
+            for ca in cas {
+                for cert in certificates(ca)? {
+                    roots.add(cert).map_err(tls_error)?;
+                }
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|err| FakeNodeError::Tls(err.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
     let key =
         cms_nodeapi::load_private_key(&serving.key_pem).map_err(|err| FakeNodeError::Tls(err.to_string()))?;
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(tls_error)?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(vec![der(&serving.cert_pem)?, der(ca.cert_pem())?], key)
-        .map_err(tls_error)?;
+    let mut chain = certificates(&serving.cert_pem)?;
+    chain.extend(certificates(issuer_pem)?);
+    let mut config = builder.with_single_cert(chain, key).map_err(tls_error)?;
     config.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(config))
 }
@@ -108,23 +141,34 @@ fn tls_error(err: rustls::Error) -> FakeNodeError {
     FakeNodeError::Tls(err.to_string())
 }
 
-fn der(pem_text: &str) -> Result<CertificateDer<'static>, FakeNodeError> {
-    let block = pem::parse(pem_text).map_err(|err| FakeNodeError::Tls(format!("a certificate: {err}")))?;
-    Ok(CertificateDer::from(block.into_contents()))
+/// Every certificate of a PEM text.
+fn certificates(pem_text: &str) -> Result<Vec<CertificateDer<'static>>, FakeNodeError> {
+    let blocks =
+        pem::parse_many(pem_text).map_err(|err| FakeNodeError::Tls(format!("a certificate: {err}")))?;
+    let certs: Vec<_> = blocks
+        .into_iter()
+        .filter(|block| block.tag() == "CERTIFICATE")
+        .map(|block| CertificateDer::from(block.into_contents()))
+        .collect();
+    match certs.is_empty() {
+        true => Err(FakeNodeError::Tls("no certificate in a PEM text".into())),
+        false => Ok(certs),
+    }
 }
 
 /// Accepts connections until the receiver goes, handshaking each on its own
-/// task; failed handshakes (a client from another CA) are dropped.
+/// task with the acceptor of the moment; failed handshakes (a client from
+/// another CA) are dropped.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    acceptor: impl Fn() -> TlsAcceptor + Send + 'static,
     connections: mpsc::Sender<Result<TlsConnection, io::Error>>,
 ) {
     loop {
         let Ok((tcp, _peer)): io::Result<(TcpStream, SocketAddr)> = listener.accept().await else {
             continue;
         };
-        let (acceptor, sender) = (acceptor.clone(), connections.clone());
+        let (acceptor, sender) = (acceptor(), connections.clone());
         tokio::spawn(async move {
             let _ = tcp.set_nodelay(true);
             if let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {

@@ -6,6 +6,11 @@
 //!
 //! `backups.rs` holds a tenant's backup schedule and what became of it.
 //!
+//! `installer.rs` decides a machine's installer image ([`installer_image`]:
+//! the default, an Image Factory schematic's or a named repository, the
+//! group's choice over the tenant's) and checks `installerImage` and
+//! `schematic`.
+//!
 //! `providers.rs` holds each provider's `providerConfig` and its rules, and
 //! the user-data limits of the clouds.
 //!
@@ -18,6 +23,7 @@
 mod audit;
 mod backups;
 mod config_patch;
+mod installer;
 mod list;
 mod machine;
 mod meta;
@@ -33,6 +39,10 @@ mod validate;
 pub use audit::{ANONYMOUS, AuditEntry, AuditOutcome, AuditRecord, AuditTarget};
 pub use backups::{Backup, BackupFailure, BackupSchedule, BackupSuccess, BackupsStatus, MAX_RETAIN};
 pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFormat, PatchTarget};
+pub use installer::{
+    DEFAULT_INSTALLER_REPOSITORY, IMAGE_FACTORY_INSTALLER_REPOSITORY, MAX_INSTALLER_IMAGE, SCHEMATIC_LENGTH,
+    installer_image,
+};
 pub use list::{List, Page, PageError};
 pub use machine::{Machine, MachineSpec, MachineStatus};
 pub use meta::{Kind, ObjectMeta, Resource};

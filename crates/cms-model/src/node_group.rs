@@ -6,6 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::installer::check_installer;
 use crate::meta::Resource;
 use crate::providers::{MetalConfig, MetalHost, check_provider_config, config};
 use crate::tenant::{ConfigPatchRef, check_refs};
@@ -67,6 +68,30 @@ pub struct NodeGroupSpec {
     )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos_version: Option<String>,
+    /// Overrides the tenant's `installerImage` and `schematic`: the
+    /// repository of the installer image, without tag or digest.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 255,
+            pattern = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)+$",
+            example = "registry.example.com/talos/installer"
+        )
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installer_image: Option<String>,
+    /// Overrides the tenant's `installerImage` and `schematic`: an Image
+    /// Factory schematic id (`factory.talos.dev/installer/<schematic>`). At
+    /// most one of `installerImage` and `schematic`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"^[0-9a-f]{64}$",
+            example = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+        )
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schematic: Option<String>,
     #[serde(default)]
     pub config_patches: Vec<ConfigPatchRef>,
     /// How many of the group's workers a rolling Talos upgrade takes down
@@ -163,6 +188,7 @@ impl Validate for NodeGroupSpec {
         if let Some(version) = &self.talos_version {
             self.talos_version = Some(normalize_version(&format!("{path}.talosVersion"), version)?);
         }
+        check_installer(path, self.installer_image.as_deref(), self.schematic.as_deref())?;
         if self.max_parallelism == Some(0) {
             return Err(FieldError::new(format!("{path}.maxParallelism"), "must be at least 1"));
         }

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::backups::{BackupSchedule, BackupsStatus};
+use crate::installer::check_installer;
 use crate::meta::Resource;
 use crate::node_group::NodeGroupSpec;
 use crate::validate::{FieldError, Validate, normalize_version, validate_cidr, validate_name};
@@ -34,6 +35,33 @@ pub struct TenantSpec {
     )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos_version: Option<String>,
+    /// The repository of the installer image machines install and upgrade
+    /// Talos with, without tag or digest (the service appends
+    /// `:v<talosVersion>`); `ghcr.io/siderolabs/installer` when neither this
+    /// nor `schematic` is set. A node group's choice overrides it.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_length = 255,
+            pattern = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)+$",
+            example = "registry.example.com/talos/installer"
+        )
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installer_image: Option<String>,
+    /// An Image Factory schematic id, meaning the installer
+    /// `factory.talos.dev/installer/<schematic>`, so that machines keep the
+    /// schematic's system extensions through upgrades. At most one of
+    /// `installerImage` and `schematic`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            pattern = r"^[0-9a-f]{64}$",
+            example = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+        )
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schematic: Option<String>,
     /// The cluster's API server, an `https://` URL.
     #[cfg_attr(feature = "openapi", schema(pattern = r"^https://", example = "https://10.0.0.10:6443"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,6 +182,7 @@ impl Validate for TenantSpec {
         if let Some(version) = &self.talos_version {
             self.talos_version = Some(normalize_version(&format!("{path}.talosVersion"), version)?);
         }
+        check_installer(path, self.installer_image.as_deref(), self.schematic.as_deref())?;
         if let Some(endpoint) = &self.control_plane_endpoint {
             check_endpoint(&format!("{path}.controlPlaneEndpoint"), endpoint)?;
         }

@@ -9,10 +9,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use crate::apply::{ApplyMode, ApplyOutcome, ApplyRequest};
 use crate::error::NodeApiError;
 use crate::etcd::{self, BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest};
 use crate::proto::common::Metadata;
-use crate::proto::machine::apply_configuration_request::Mode;
 use crate::proto::machine::machine_service_client::MachineServiceClient;
 use crate::proto::machine::{self, upgrade_request::RebootMode};
 use crate::snapshot::{self, SnapshotStream, UploadStream};
@@ -37,59 +37,10 @@ impl NodeVersion {
     }
 }
 
-/// How a node takes a new config (`ApplyConfigurationRequest.Mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApplyMode {
-    Reboot,
-    Auto,
-    NoReboot,
-    Staged,
-    Try,
-}
-
-impl ApplyMode {
-    fn to_proto(self) -> Mode {
-        match self {
-            ApplyMode::Reboot => Mode::Reboot,
-            ApplyMode::Auto => Mode::Auto,
-            ApplyMode::NoReboot => Mode::NoReboot,
-            ApplyMode::Staged => Mode::Staged,
-            ApplyMode::Try => Mode::Try,
-        }
-    }
-}
-
-/// An `ApplyConfiguration` call.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApplyRequest {
-    /// The machine config, YAML.
-    pub config: Vec<u8>,
-    pub mode: ApplyMode,
-    pub dry_run: bool,
-}
-
-impl std::fmt::Debug for ApplyRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // A machine config holds the cluster's secrets.
-        f.debug_struct("ApplyRequest")
-            .field("config", &format_args!("[{} bytes]", self.config.len()))
-            .field("mode", &self.mode)
-            .field("dry_run", &self.dry_run)
-            .finish()
-    }
-}
-
-/// What a node said to `ApplyConfiguration`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApplyOutcome {
-    pub warnings: Vec<String>,
-    pub mode_details: String,
-}
-
 /// An `Upgrade` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpgradeRequest {
-    /// The installer image; see [`installer_image`].
+    /// The installer image, such as `ghcr.io/siderolabs/installer:v1.14.0`.
     pub image: String,
     /// Keep the ephemeral partition's data.
     pub preserve: bool,
@@ -105,11 +56,6 @@ pub struct UpgradeOutcome {
     pub actor_id: String,
 }
 
-/// The installer image of a Talos version (`1.14.0` or `v1.14.0`).
-pub fn installer_image(talos_version: &str) -> String {
-    format!("ghcr.io/siderolabs/installer:v{}", talos_version.trim_start_matches('v'))
-}
-
 /// The node API calls cms makes: the IO seam that probes, provisioning and
 /// upgrades go through.
 #[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
@@ -122,8 +68,19 @@ pub trait NodeApi: Send + Sync + 'static {
         credentials: &NodeCredentials,
     ) -> Result<NodeVersion, NodeApiError>;
 
+    /// `MachineService/SystemStat`: when the node last booted, in seconds
+    /// since the epoch; it changes with every reboot, upgrades' included.
+    async fn boot_time(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<u64, NodeApiError>;
+
     /// `MachineService/ApplyConfiguration`; with
     /// [`NodeCredentials::maintenance`] for a metal host that has no config.
+    /// The outcome names the mode the node used; in `NoReboot` (and `Try`)
+    /// mode a change that needs a reboot is refused
+    /// ([`NodeApiError::is_reboot_required`]).
     async fn apply_configuration(
         &self,
         target: &NodeTarget,
@@ -340,7 +297,20 @@ impl NodeApi for TalosNodeClient {
         let answer =
             client.apply_configuration(request(target, message)?).await.map_err(status(target))?.into_inner();
         let message = first(target, answer.messages, |m| m.metadata.as_ref())?;
-        Ok(ApplyOutcome { warnings: message.warnings, mode_details: message.mode_details })
+        let mode = ApplyMode::from_proto(message.mode)
+            .ok_or(NodeApiError::UnknownApplyMode { endpoint: target.endpoint(), mode: message.mode })?;
+        Ok(ApplyOutcome { mode, warnings: message.warnings, mode_details: message.mode_details })
+    }
+
+    async fn boot_time(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<u64, NodeApiError> {
+        let mut client = self.connect(target, credentials).await?;
+        let answer = client.system_stat(request(target, ())?).await.map_err(status(target))?.into_inner();
+        let message = first(target, answer.messages, |m| m.metadata.as_ref())?;
+        Ok(message.boot_time)
     }
 
     async fn upgrade(
@@ -444,12 +414,6 @@ impl NodeApi for TalosNodeClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn installer_images_carry_the_v() {
-        assert_eq!(installer_image("1.14.0"), "ghcr.io/siderolabs/installer:v1.14.0");
-        assert_eq!(installer_image("v1.9.6"), "ghcr.io/siderolabs/installer:v1.9.6");
-    }
 
     #[test]
     fn versions_drop_the_v() {

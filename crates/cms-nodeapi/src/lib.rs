@@ -2,7 +2,8 @@
 //! mTLS, on `.proto` files written from the field numbers of Talos's
 //! `api/machine/machine.proto` (`docs/node-api.md` lists them).
 //!
-//! - [`NodeApi`]: the IO seam (`Version`, `ApplyConfiguration`, `Upgrade`;
+//! - [`NodeApi`]: the IO seam (`Version`, `SystemStat`'s boot time,
+//!   `ApplyConfiguration` with the mode the node used, `Upgrade`;
 //!   to make machines one cluster, `Bootstrap`, `EtcdMemberList`,
 //!   `EtcdStatus`, `EtcdLeaveCluster`, `EtcdRemoveMemberByID` and `Reset`;
 //!   for etcd's maintenance, `EtcdForfeitLeadership`, and `EtcdSnapshot`
@@ -15,12 +16,17 @@
 //! - [`NodeTarget`]: where to connect (port [`NODE_API_PORT`] unless the
 //!   address names one) and the `node` metadata that routes a call through
 //!   an endpoint to another node.
-//! - [`proto`]: the generated messages, client and server; the fake node
-//!   serves the same service.
+//! - [`proto`]: the generated messages, client and server.
+//!
+//! `tests/it` is the drift guard: it holds `proto/` to an unmodified copy of
+//! Talos's own files (`crates/cms-fake-node/proto-upstream/`, which the fake
+//! node is built from) and fails on a method, message, field or enum value
+//! of ours that Talos does not define the same way (`docs/node-api.md`).
 //!
 //! This is its own crate, apart from `cms-talos`, so that the pure Talos
 //! functions stay free of tokio, tonic and sockets.
 
+mod apply;
 mod client;
 mod error;
 mod etcd;
@@ -28,12 +34,10 @@ mod snapshot;
 mod target;
 mod tls;
 
+pub use apply::{ApplyMode, ApplyOutcome, ApplyRequest};
 #[cfg(any(test, feature = "testsuite"))]
 pub use client::MockNodeApi;
-pub use client::{
-    ApplyMode, ApplyOutcome, ApplyRequest, NodeApi, NodeVersion, TalosNodeClient, UpgradeOutcome,
-    UpgradeRequest, installer_image,
-};
+pub use client::{NodeApi, NodeVersion, TalosNodeClient, UpgradeOutcome, UpgradeRequest};
 pub use error::NodeApiError;
 pub use etcd::{BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest, WipeMode};
 pub use snapshot::{SnapshotStream, UploadStream};

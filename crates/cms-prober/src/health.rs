@@ -16,7 +16,8 @@ pub struct Health {
     pub tenant: String,
     /// Whether a machine answered the probe.
     pub reachable: bool,
-    /// The Talos version the first machine that answered runs (`1.14.0`).
+    /// The Talos version of the first machine in probing order (control
+    /// planes, workers, the rest, each by name) that answered (`1.14.0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talos_version: Option<String>,
     /// How many machines the tenant has.

@@ -2,8 +2,11 @@
 //! background scraping.
 //!
 //! A probe asks the tenant's machines for their Talos version through the
-//! node API, control planes first and then workers, each within 2 s, and
-//! stops at the first answer. [`Prober`] caches each tenant's result for
+//! node API, up to 16 at once, all within one deadline (2 s): the answer is
+//! that of the first machine in probing order (control planes, then
+//! workers, then the rest, each by name) that answers, taken as soon as no
+//! machine before it can still answer, or at the deadline the best one so
+//! far. [`Prober`] caches each tenant's result for
 //! 15 s, as told by an injectable [`Clock`], and concurrent requests for one
 //! tenant share one probe (single flight). [`Prober::all`] probes every
 //! tenant with bounded parallelism.

@@ -22,8 +22,10 @@ use crate::probe;
 /// How probes are bounded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProberOptions {
-    /// How long one machine may take to answer.
-    pub per_machine: Duration,
+    /// How long one probe of a tenant may take: its machines are asked at
+    /// once (up to 16 at a time) and, at this deadline, the best answer so
+    /// far is the result. It also bounds each node API call.
+    pub deadline: Duration,
     /// How long a tenant's result is served from the cache.
     pub cache_ttl: Duration,
     /// How many tenants `GET /health` probes at once.
@@ -33,7 +35,7 @@ pub struct ProberOptions {
 impl Default for ProberOptions {
     fn default() -> ProberOptions {
         ProberOptions {
-            per_machine: Duration::from_secs(2),
+            deadline: Duration::from_secs(2),
             cache_ttl: Duration::from_secs(15),
             parallelism: 16,
         }
@@ -156,14 +158,9 @@ impl Prober {
             Ok(credentials) => credentials,
             Err(err) => return self.without_credentials(tenant, count, &err),
         };
-        let answer = probe::first_answer(
-            self.client.as_ref(),
-            &credentials,
-            tenant,
-            &machines,
-            self.options.per_machine,
-        )
-        .await;
+        let answer =
+            probe::first_answer(self.client.as_ref(), &credentials, tenant, &machines, self.options.deadline)
+                .await;
         let at = self.clock.now();
         let (health, result) = match answer {
             Some(version) => (Health::reachable(tenant, count, &version, at), "reachable"),

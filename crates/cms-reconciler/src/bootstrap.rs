@@ -15,9 +15,9 @@ use cms_model::{Provider, Role, Tenant};
 use cms_tenancy::{Bootstrapped, NodeRef};
 use cms_tofu::WorkspacePlan;
 
-use crate::machines;
 use crate::rollout::set_annotation;
 use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN};
+use crate::view::View;
 use crate::{Context, ReconcileError};
 
 /// The tenant annotation naming the control plane chosen to bootstrap etcd,
@@ -40,6 +40,7 @@ pub(crate) enum Bootstrap {
 pub(crate) async fn ensure(
     tenant: &Tenant,
     plan: &WorkspacePlan,
+    stored: &View,
     ctx: &Context,
 ) -> Result<Bootstrap, ReconcileError> {
     let annotations = &tenant.metadata.annotations;
@@ -54,7 +55,6 @@ pub(crate) async fn ensure(
     let Some(chosen) = recorded.or(first).cloned() else {
         return Ok(Bootstrap::Waiting("the tenant has no control-plane machine to bootstrap etcd on".into()));
     };
-    let stored = machines::stored(ctx.store.as_ref(), name)?;
     let waiting = |why: &str| Ok(Bootstrap::Waiting(format!("waiting for control plane {chosen} {why}")));
     let Some(machine) = stored.get(&chosen).filter(|m| m.metadata.deletion_timestamp.is_none()) else {
         return waiting("to exist");

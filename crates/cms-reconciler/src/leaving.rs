@@ -1,13 +1,15 @@
 //! Machines leave a tenant safely, before the infrastructure lets them go.
 //!
-//! A machine the workspace no longer holds (a scale-down) walks these steps,
-//! each recorded in its [`LEAVING_ANNOTATION`] (`<step> <since>`) and shown
+//! A machine the workspace no longer holds (a scale-down), one being
+//! replaced (`replacement.rs`), and one an operator deleted through the API
+//! (which is then rebuilt in place) walk these steps, each recorded in its [`LEAVING_ANNOTATION`] (`<step> <since>`) and shown
 //! as its `stage`, so that a restart or another replica picks up where the
 //! last pass stopped:
 //!
-//! 1. A worker is `draining`: its Node is cordoned and its pods evicted
-//!    through the eviction API, which PodDisruptionBudgets may refuse for a
-//!    while; after [`DRAIN_TIMEOUT`] it goes on regardless.
+//! 1. It is `draining`, a control plane as a worker: its Node is cordoned
+//!    and its pods evicted through the eviction API, which
+//!    PodDisruptionBudgets may refuse for a while; after [`DRAIN_TIMEOUT`]
+//!    it goes on regardless.
 //! 2. A control plane is `leaving-etcd`: `EtcdLeaveCluster` on it, or
 //!    `EtcdRemoveMemberByID` from another member when it does not answer.
 //!    It waits while any other member does not answer, since removing a
@@ -16,7 +18,9 @@
 //! 3. A metal host is `resetting`: `Reset` wipes it and it reboots into
 //!    maintenance mode, free for reuse (graceful for a worker; a control
 //!    plane has left etcd already). A host that does not answer for
-//!    [`RESET_TIMEOUT`] is let go, with a warning; it was never wiped, so
+//!    [`RESET_TIMEOUT`] is let go, with a warning, and one that does not
+//!    answer as the tenant's node (a replaced host the operator confirmed
+//!    with a DELETE) is not reset at all; it was never wiped, so
 //!    it stays configured: only a `Reset` the node acknowledged removes
 //!    [`CONFIG_HASH_ANNOTATION`], and a host let go keeps being spoken to
 //!    over mTLS only (when its machine is removed, the tenant's
@@ -31,7 +35,6 @@
 //! due over mTLS ([`CONFIG_UNKNOWN`]). An operator who wiped such a host by
 //! hand DELETEs its machine, which starts it anew.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -43,7 +46,9 @@ use crate::cluster::{self, Answer, machine_of, node_of, node_ref};
 use crate::machines::{newest_first, planned};
 use crate::replacement::is_replacing;
 use crate::settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN, Observed, write};
+use crate::view::View;
 use crate::{Context, ReconcileError};
+use cms_tenancy::NodeError;
 
 /// The machine annotation of a leaving machine: `<step> <since>`.
 pub const LEAVING_ANNOTATION: &str = "service.io/leaving";
@@ -107,26 +112,30 @@ pub(crate) fn is_leaving(machine: &Machine) -> bool {
     machine.metadata.annotations.contains_key(LEAVING_ANNOTATION)
 }
 
-/// Moves every leaving machine as far as it can go in this pass.
+/// Moves every leaving machine as far as it can go in this pass: those the
+/// workspace no longer holds, those being replaced, and those an operator
+/// deleted through the API (replaced once they left).
 pub(crate) async fn advance(
     tenant: &str,
     plan: &WorkspacePlan,
-    stored: &BTreeMap<String, Machine>,
+    view: &mut View,
     bootstrapped: bool,
     ctx: &Context,
 ) -> Result<Leaving, ReconcileError> {
-    let live: Vec<&Machine> =
-        stored.values().filter(|machine| machine.metadata.deletion_timestamp.is_none()).collect();
+    let present: Vec<Machine> = view.values().cloned().collect();
+    let present: Vec<&Machine> = present.iter().collect();
     let mut leaving = Leaving::default();
     let mut control_plane_busy = false;
-    for id in newest_first(live.iter().map(|machine| machine.metadata.name.clone())) {
-        let machine = &stored[&id];
+    for id in newest_first(present.iter().map(|machine| machine.metadata.name.clone())) {
+        let machine = &view[&id];
+        let deleted = machine.metadata.deletion_timestamp.is_some();
         // A machine being replaced leaves as if scaled down.
-        let wanted = planned(plan, &id).is_some() && !is_replacing(machine);
+        let wanted = planned(plan, &id).is_some() && !is_replacing(machine) && !deleted;
         let step = current(machine);
         if wanted && matches!(step, None | Some((Step::Left, _))) {
             if step.is_some() {
-                rejoin(ctx, tenant, machine).await?;
+                let written = rejoin(ctx, tenant, machine).await?;
+                view.put_written(written);
             }
             continue;
         }
@@ -135,7 +144,9 @@ pub(crate) async fn advance(
             leaving.waiting.push(format!("{id}: waiting for the control plane before it to leave"));
             continue;
         }
-        match walk(tenant, machine, &live, bootstrapped, ctx).await? {
+        let (outcome, walked) = walk(tenant, machine, &present, bootstrapped, ctx).await?;
+        view.put(walked);
+        match outcome {
             None => leaving.left += 1,
             Some(why) => {
                 control_plane_busy |= role == Role::ControlPlane;
@@ -156,14 +167,14 @@ fn current(machine: &Machine) -> Option<(Step, DateTime<Utc>)> {
 }
 
 /// Walks one machine through its steps: `None` once it left, else what it
-/// waits for.
+/// waits for; and the machine as last written.
 async fn walk(
     tenant: &str,
     machine: &Machine,
     live: &[&Machine],
     bootstrapped: bool,
     ctx: &Context,
-) -> Result<Option<String>, ReconcileError> {
+) -> Result<(Option<String>, Machine), ReconcileError> {
     let metal = machine.spec.provider_type.as_deref() == Some(Provider::Metal.as_str());
     let role = machine.status.role.unwrap_or(Role::Worker);
     let (mut step, mut since) = match current(machine) {
@@ -172,8 +183,12 @@ async fn walk(
             (Step::Left, Utc::now())
         }
         None if !bootstrapped => (Step::Resetting, Utc::now()),
-        None if role == Role::ControlPlane => (Step::LeavingEtcd, Utc::now()),
         None => (Step::Draining, Utc::now()),
+    };
+    // A control plane leaves etcd once drained; a worker has no member.
+    let drained = match role {
+        Role::ControlPlane => Step::LeavingEtcd,
+        Role::Worker => Step::Resetting,
     };
     let mut machine = machine.clone();
     // Whether the node acknowledged its `Reset`: only then is it wiped.
@@ -181,7 +196,7 @@ async fn walk(
     loop {
         let elapsed = (Utc::now() - since).to_std().unwrap_or_default();
         let next = match step {
-            Step::Draining => drain(tenant, &machine, elapsed, ctx).await,
+            Step::Draining => drain(tenant, &machine, elapsed, ctx).await.map(|()| drained),
             Step::LeavingEtcd => leave_etcd(tenant, &machine, live, ctx).await,
             Step::Resetting if !metal => Ok(Step::RemovingNode),
             Step::Resetting => reset(tenant, &machine, role, elapsed, ctx).await.map(|acknowledged| {
@@ -205,8 +220,8 @@ async fn walk(
         }
         step = target;
         match why {
-            Some(why) if step != Step::Left => return Ok(Some(why)),
-            _ if step == Step::Left => return Ok(None),
+            Some(why) if step != Step::Left => return Ok((Some(why), machine)),
+            _ if step == Step::Left => return Ok((None, machine)),
             _ => {}
         }
     }
@@ -231,16 +246,20 @@ async fn record(
     // Its Node goes at `removing-node`; the machine stops answering for good once it left.
     let gone = metal && step == Step::Left;
     let status = MachineStatus { stage: step.stage().to_string(), ready: false, ..machine.status.clone() };
-    let connected = machine.spec.connected && !gone;
+    // A machine deleted through the API keeps its spec.
+    let deleted = machine.metadata.deletion_timestamp.is_some();
+    let connected = machine.spec.connected && (deleted || !gone);
     tracing::info!(tenant, machine = %machine.metadata.name, stage = step.stage(), "leaving");
     let observed = Observed { annotations, connected, status };
     let mut next = machine.clone();
     next.metadata.annotations = observed.annotations.clone();
     next.spec.connected = observed.connected;
     next.status = observed.status.clone();
-    write(ctx, tenant, machine, observed).await?;
     // The machine as written, with its new version: the next step's write
     // with the old one would be lost, and an acknowledged reset with it.
+    if let Some(written) = write(ctx, tenant, machine, observed).await? {
+        return Ok(written);
+    }
     let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
     Ok(ctx.store.get(&key).and_then(|object| object.parse().ok()).unwrap_or(next))
 }
@@ -248,7 +267,7 @@ async fn record(
 /// A machine that left is wanted again: it starts anew, from maintenance
 /// mode when its host was reset; a host that was not is still configured,
 /// and takes its config again over mTLS.
-async fn rejoin(ctx: &Context, tenant: &str, machine: &Machine) -> Result<(), ReconcileError> {
+async fn rejoin(ctx: &Context, tenant: &str, machine: &Machine) -> Result<Option<Machine>, ReconcileError> {
     let mut annotations = machine.metadata.annotations.clone();
     annotations.remove(LEAVING_ANNOTATION);
     if annotations.contains_key(CONFIG_HASH_ANNOTATION) {
@@ -258,9 +277,9 @@ async fn rejoin(ctx: &Context, tenant: &str, machine: &Machine) -> Result<(), Re
     write(ctx, tenant, machine, Observed { annotations, connected: false, status }).await
 }
 
-/// One round of draining a worker: cordon, evict, and go on once nothing
+/// One round of draining a machine: cordon, evict, and go on once nothing
 /// is left or the drain took too long.
-async fn drain(tenant: &str, machine: &Machine, elapsed: Duration, ctx: &Context) -> Result<Step, String> {
+async fn drain(tenant: &str, machine: &Machine, elapsed: Duration, ctx: &Context) -> Result<(), String> {
     let late = elapsed > DRAIN_TIMEOUT;
     let round = async {
         let nodes = ctx.kube.nodes(tenant).await.map_err(|err| format!("listing the Nodes: {err}"))?;
@@ -280,8 +299,8 @@ async fn drain(tenant: &str, machine: &Machine, elapsed: Duration, ctx: &Context
     };
     let outcome: Result<_, String> = round.await;
     let why = match outcome {
-        Ok(None) => return Ok(Step::Resetting),
-        Ok(Some((_, drain))) if drain.done() => return Ok(Step::Resetting),
+        Ok(None) => return Ok(()),
+        Ok(Some((_, drain))) if drain.done() => return Ok(()),
         Ok(Some((node, drain))) => {
             let held = match drain.blocked.is_empty() {
                 true => String::new(),
@@ -293,7 +312,7 @@ async fn drain(tenant: &str, machine: &Machine, elapsed: Duration, ctx: &Context
     };
     if late {
         tracing::warn!(tenant, machine = %machine.metadata.name, %why, "the drain timed out; going on");
-        return Ok(Step::Resetting);
+        return Ok(());
     }
     Err(why)
 }
@@ -367,6 +386,12 @@ async fn reset(
         Ok(()) => {
             tracing::info!(tenant, machine = %machine.metadata.name, "reset");
             Ok(true)
+        }
+        // The host is no longer the tenant's node (in maintenance mode, or
+        // another cluster's): there is nothing of the tenant's to wipe.
+        Err(err @ NodeError::Untrusted { .. }) => {
+            tracing::warn!(tenant, machine = %machine.metadata.name, %err, "not resetting a host that is not the tenant's node");
+            Ok(false)
         }
         Err(err) if elapsed > RESET_TIMEOUT => {
             tracing::warn!(tenant, machine = %machine.metadata.name, %err, "the host did not reset; letting it go, still configured");

@@ -13,14 +13,17 @@
 //! Where things are: `reconcile.rs`, converge or clean up one tenant;
 //! `plan.rs`, the desired workspace (`<group>-<index>` machine ids; a
 //! cloud tenant's endpoint made in two passes);
-//! `machines.rs`, machines in the store from the projection; `settle.rs`,
-//! machines take their config over the node API (tracked by
-//! `service.io/config-hash`; a configured host or a cloud instance is only
-//! ever sent one over mTLS) and
-//! machines are asked `Version` until they answer; `rollout.rs`, rolling Talos
-//! upgrades, control planes one at a time (the etcd leader last, as
-//! `leader.rs` tells it), then workers within `maxParallelism`, with their
-//! state in annotations (`docs/upgrades.md`);
+//! `view.rs`, the tenant's machines read once per pass and handed to each
+//! phase; `machines.rs`, machines in the store from the projection;
+//! `settle.rs`, machines take their config over the node API without a
+//! reboot (tracked by `service.io/config-hash`; a configured host or a cloud
+//! instance is only ever sent one over mTLS), and every machine is asked
+//! `Version` each pass (`connected`, stage `off`); `rollout.rs`, the one
+//! mechanism of every rolling procedure (Talos upgrades, reboots for config
+//! changes, Kubernetes components then kubelets, in `rollout/`): control
+//! planes one at a time (the etcd leader last, as `leader.rs` tells it),
+//! then workers within `maxParallelism`, with their state in annotations
+//! (`docs/upgrades.md`);
 //! `outdated.rs`, instances whose image, shape or placement their group no
 //! longer asks for, and `replacement.rs`, which replaces them one at a time,
 //! each leaving first (`leaving.rs`);
@@ -48,6 +51,7 @@ mod rollout;
 mod settle;
 mod status;
 mod teardown;
+mod view;
 
 pub use action::{Action, Backoff};
 pub use bootstrap::{BOOTSTRAP_NODE_ANNOTATION, BOOTSTRAPPED_ANNOTATION};
@@ -59,10 +63,17 @@ pub use outdated::{INSTANCES_CURRENT, OUTDATED_ANNOTATION};
 pub use plan::{OCI_REGIONS_ANNOTATION, desired, machine_id};
 pub use reconcile::{APPLIED_ANNOTATION, Context, LEAVE_POLL, LeaseOptions, NODE_RETRY, reconcile};
 pub use replacement::REPLACING_ANNOTATION;
-pub use rollout::{PAUSED_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
-pub use settle::{CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN};
+pub use rollout::{
+    KUBELET_ANNOTATION, KUBERNETES_COMPONENTS_ANNOTATION, KUBERNETES_UPGRADING,
+    KUBERNETES_VERSION_ANNOTATION, MACHINE_KUBERNETES_ANNOTATION, PAUSED_ANNOTATION, REBOOTING,
+    REBOOTING_ANNOTATION, UPGRADE_TIMEOUT, UPGRADING_ANNOTATION,
+};
+pub use settle::{
+    CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN, REBOOT_PENDING_ANNOTATION, STAGE_OFF, STAGE_UNRECOGNIZED,
+};
 pub use status::{
-    BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_READY, NODES_READY, PROVISIONED, UPGRADING,
+    BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_CONNECTED, MACHINES_READY, NODES_READY,
+    PROVISIONED, UPGRADING,
 };
 
 #[cfg(test)]

@@ -60,18 +60,6 @@ fn config_hash_at(address: Option<&String>, configured: &BTreeSet<String>) -> Op
     address.filter(|address| configured.contains(*address)).map(|_| CONFIG_UNKNOWN.to_string())
 }
 
-/// The machines of a tenant in the store, by id.
-pub(crate) fn stored(store: &dyn Store, tenant: &str) -> Result<BTreeMap<String, Machine>, ReconcileError> {
-    let mut machines = BTreeMap::new();
-    for object in store.all(Kind::Machine, Some(tenant.to_string())) {
-        let machine: Machine = object
-            .parse()
-            .map_err(|source| ReconcileError::Corrupt { what: object.key.to_string(), source })?;
-        machines.insert(object.key.name.clone(), machine);
-    }
-    Ok(machines)
-}
-
 /// A machine as the projection and the plan describe it.
 pub(crate) fn desired(
     plan: &MachinePlan,
@@ -105,7 +93,7 @@ pub(crate) async fn upsert(
     current: Option<&Machine>,
     (spec, status): (MachineSpec, MachineStatus),
     configured: &BTreeSet<String>,
-) -> Result<(), ReconcileError> {
+) -> Result<Machine, ReconcileError> {
     let key_name = |machine: &Machine| machine.metadata.name.clone();
     match current {
         Some(machine) if machine.metadata.deletion_timestamp.is_none() => {
@@ -124,6 +112,7 @@ pub(crate) async fn upsert(
             let spec = MachineSpec { connected: machine.spec.connected && !moved, ..spec };
             let spec_value = serde_json::to_value(&spec).map_err(|source| corrupt(tenant, source))?;
             let mut version = machine.metadata.resource_version.unwrap_or_default();
+            let mut written = machine.clone();
             if machine.spec != spec {
                 let draft = Draft {
                     labels: machine.metadata.labels.clone(),
@@ -131,7 +120,9 @@ pub(crate) async fn upsert(
                     spec: spec_value,
                     ..Draft::default()
                 };
-                version = store.update(key.clone(), draft, version).await?.resource_version;
+                let object = store.update(key.clone(), draft, version).await?;
+                version = object.resource_version;
+                written = object.parse().map_err(|source| corrupt(tenant, source))?;
             }
             // What other writers observed (the prober: readiness, versions,
             // a later stage) stays.
@@ -145,9 +136,10 @@ pub(crate) async fn upsert(
             }
             if machine.status != status {
                 let status_value = serde_json::to_value(&status).map_err(|source| corrupt(tenant, source))?;
-                store.update_status(key, status_value, Some(version)).await?;
+                let object = store.update_status(key, status_value, Some(version)).await?;
+                written = object.parse().map_err(|source| corrupt(tenant, source))?;
             }
-            Ok(())
+            Ok(written)
         }
         _ => Err(ReconcileError::Invalid("upsert needs a live machine".into())),
     }
@@ -162,7 +154,7 @@ pub(crate) async fn create(
     (id, replaced): (&str, bool),
     (spec, status): (MachineSpec, MachineStatus),
     configured: &BTreeSet<String>,
-) -> Result<(), ReconcileError> {
+) -> Result<Machine, ReconcileError> {
     let key = Key::child(Kind::Machine, tenant, id);
     let mut annotations = BTreeMap::new();
     if replaced {
@@ -176,8 +168,8 @@ pub(crate) async fn create(
         status: Some(serde_json::to_value(&status).map_err(|source| corrupt(tenant, source))?),
         ..Draft::default()
     };
-    store.create(key, draft).await?;
-    Ok(())
+    let object = store.create(key, draft).await?;
+    object.parse().map_err(|source| corrupt(tenant, source))
 }
 
 /// Removes a machine the workspace no longer holds.

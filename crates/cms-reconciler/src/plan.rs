@@ -14,6 +14,7 @@ use cms_tenancy::{MADE_ENDPOINT_ANNOTATION, MachineConfigs};
 use cms_tofu::{MachinePlan, Network, WorkspacePlan};
 
 use crate::ReconcileError;
+use crate::rollout::KubernetesRollout;
 
 /// The tenant annotation naming (space-separated) the OCI regions the
 /// tenant ever had machines in: the workspace keeps their provider blocks,
@@ -79,8 +80,10 @@ pub async fn desired(
                         group.name
                     ))
                 })?;
+                // Where the cluster's Kubernetes is, while an upgrade rolls.
+                let versions = KubernetesRollout::of(tenant).starting();
                 let config = configs
-                    .render(name.clone(), group.name.clone(), group.role)
+                    .render(name.clone(), group.name.clone(), group.role, versions)
                     .await
                     .map_err(|source| ReconcileError::Render { group: group.name.clone(), source })?;
                 Some(config)

@@ -1,6 +1,7 @@
 //! Which machines are `ready`: Talos answers with the tenant's credentials
 //! (`settle.rs`) and the machine's Kubernetes Node is Ready. Each machine's
-//! `ready` and `stage` follow, node groups' `readyReplicas` count them, and
+//! `ready` and `stage` follow, its `status.kubernetesVersion` is the
+//! kubelet version its Node reports, node groups' `readyReplicas` count them, and
 //! the `NodesReady` and `MachinesReady` conditions name what is missing.
 
 use std::collections::BTreeMap;
@@ -11,10 +12,10 @@ use cms_tenancy::KubeNode;
 use cms_tofu::WorkspacePlan;
 
 use crate::cluster::{Check, node_of};
-use crate::leaving::is_leaving;
-use crate::machines::{self, planned};
-use crate::rollout::UPGRADING_ANNOTATION;
+use crate::machines::planned;
+use crate::rollout;
 use crate::settle::{Observed, Settled, write};
+use crate::view::View;
 use crate::{Context, ReconcileError};
 
 /// What the machines came to.
@@ -36,14 +37,15 @@ pub(crate) async fn mark(
     plan: &WorkspacePlan,
     settled: &Settled,
     nodes: &Result<Vec<KubeNode>, String>,
+    view: &mut View,
     ctx: &Context,
 ) -> Result<Readiness, ReconcileError> {
-    let stored = machines::stored(ctx.store.as_ref(), tenant)?;
+    let live: Vec<Machine> = view.live().cloned().collect();
     let mut groups: BTreeMap<String, NodeGroupStatus> = BTreeMap::new();
     let (mut total, mut ready) = (0, 0);
     let mut pending = Vec::new();
     let mut node_problems = Vec::new();
-    for machine in stored.values().filter(|m| m.metadata.deletion_timestamp.is_none() && !is_leaving(m)) {
+    for machine in &live {
         let Some(machine_plan) = planned(plan, &machine.metadata.name) else { continue };
         let id = machine.metadata.name.as_str();
         let group = groups.entry(machine_plan.group.clone()).or_default();
@@ -75,8 +77,9 @@ pub(crate) async fn mark(
         if let Some(problem) = node_problem {
             node_problems.push(problem);
         }
-        if !machine.metadata.annotations.contains_key(UPGRADING_ANNOTATION) {
-            update(ctx, tenant, machine, is_ready).await?;
+        if !rollout::in_flight(machine) {
+            let kubelet = node.and_then(|node| node.kubelet_version.clone());
+            view.put_written(update(ctx, tenant, machine, is_ready, kubelet).await?);
         }
     }
     write_groups(ctx, tenant, groups).await?;
@@ -93,16 +96,25 @@ pub(crate) async fn mark(
     Ok(Readiness { machines, nodes })
 }
 
-/// The machine's `ready` and `stage`, written when they change.
-async fn update(ctx: &Context, tenant: &str, machine: &Machine, ready: bool) -> Result<(), ReconcileError> {
+/// The machine's `ready`, `stage` and observed Kubernetes version (its
+/// kubelet's, as its Node reports it), written when they change.
+async fn update(
+    ctx: &Context,
+    tenant: &str,
+    machine: &Machine,
+    ready: bool,
+    kubelet: Option<String>,
+) -> Result<Option<Machine>, ReconcileError> {
     let stage = match (ready, machine.status.stage.as_str()) {
         (true, _) => "ready",
         (false, "ready") => "joining",
         (false, stage) => stage,
     };
-    let status = MachineStatus { ready, stage: stage.to_string(), ..machine.status.clone() };
+    let kubernetes_version = kubelet.or_else(|| machine.status.kubernetes_version.clone());
+    let status =
+        MachineStatus { ready, stage: stage.to_string(), kubernetes_version, ..machine.status.clone() };
     if status == machine.status {
-        return Ok(());
+        return Ok(Some(machine.clone()));
     }
     let observed = Observed {
         annotations: machine.metadata.annotations.clone(),

@@ -10,7 +10,7 @@
 //! destroy, then clear the finalizers, which removes the record and
 //! everything in it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,13 +28,14 @@ use crate::outdated;
 use crate::plan;
 use crate::readiness;
 use crate::replacement;
-use crate::rollout::{self, Rollout, UPGRADE_POLL};
-use crate::settle::settle;
+use crate::rollout::{self, KubernetesRollout, Rollout, UPGRADE_POLL};
+use crate::settle::{STAGE_OFF, settle};
 use crate::status::{
-    self, BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_READY, NODES_READY, PROVISIONED,
-    UPGRADING,
+    self, BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_CONNECTED, MACHINES_READY, NODES_READY,
+    PROVISIONED,
 };
 use crate::teardown;
+use crate::view::View;
 use crate::{Action, ReconcileError};
 
 /// The tenant annotation holding the inputs hash (rendered workspace and
@@ -138,7 +139,11 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     // Asked only when an endpoint could be made.
     let may_make = tenant.spec.control_plane_endpoint.is_none()
         && !tenant.metadata.annotations.contains_key(MADE_ENDPOINT_ANNOTATION);
-    let has_instances = may_make && has_cloud_instances(store, name).await?;
+    // The machines, read once: each phase puts back what it writes.
+    let mut view = View::read(store, name)?;
+    let has_instances = may_make && has_cloud_instances(store, name, &view).await?;
+    rollout::record_version(tenant, ctx).await?;
+    let kubernetes = KubernetesRollout::of(tenant);
     let plan = plan::desired(tenant, ctx.configs.as_deref(), &ctx.network, has_instances).await?;
     if plan.network.oci_regions != plan::recorded_regions(tenant) {
         // Before the apply that makes anything there.
@@ -149,13 +154,13 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         || tenant.status.conditions.iter().any(|c| c.kind == BOOTSTRAPPED && c.status == "True");
     // Machines on their way out leave etcd, drain and reset first; the
     // infrastructure changes once none is still leaving.
-    let leaving = leaving::advance(name, &plan, &machines::stored(store, name)?, bootstrapped, ctx).await?;
+    let leaving = leaving::advance(name, &plan, &mut view, bootstrapped, ctx).await?;
     // A machine being replaced that has left goes, for the apply to replace.
-    replacement::release(name, &machines::stored(store, name)?, ctx).await?;
-    let stored = machines::stored(store, name)?;
-    let replacing: BTreeSet<String> = stored
+    replacement::release(name, &mut view, ctx).await?;
+    let replacing: BTreeSet<String> = view
         .iter()
         .filter(|(id, machine)| machine.metadata.deletion_timestamp.is_some() && planned(&plan, id).is_some())
+        .filter(|(_, machine)| leaving::is_left(machine))
         .map(|(id, _)| id.clone())
         .collect();
     let hash = ctx.tofu.inputs_hash(&plan)?;
@@ -164,7 +169,7 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         && tenant.metadata.annotations.get(APPLIED_ANNOTATION) == Some(&hash);
     let applying = !unchanged && leaving.settled();
     if applying {
-        provision(tenant, &plan, &stored, &replacing, ctx).await?;
+        provision(tenant, &plan, &mut view, &replacing, ctx).await?;
         record_applied(ctx, name, &hash).await?;
         if plan.network.instances_held {
             // The endpoint is made: the machines come in the next pass,
@@ -172,21 +177,22 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
             return Ok(Action::Requeue(Duration::ZERO));
         }
     }
-    // The nodes: configs of metal hosts, and machines not answering yet;
-    // the rolling upgrade of machines on another Talos version; etcd's
-    // bootstrap; then what etcd and Kubernetes say of the cluster.
-    let settled = settle(tenant, &plan, ctx).await?;
-    let rollout = rollout::advance(tenant, generation, &plan, ctx).await?;
-    let bootstrap = bootstrap::ensure(tenant, &plan, ctx).await?;
+    // The nodes: configs, and whether each machine answers; the rolling
+    // procedures (Talos upgrades, reboots for configs, Kubernetes
+    // upgrades); etcd's bootstrap; then what etcd and Kubernetes say of
+    // the cluster.
+    let settled = settle(tenant, &plan, &mut view, &kubernetes, ctx).await?;
+    let procedures = rollout::procedures(tenant, &kubernetes, ctx);
+    let rollout = rollout::advance(tenant, generation, &plan, &mut view, &procedures, ctx).await?;
+    let bootstrap = bootstrap::ensure(tenant, &plan, &view, ctx).await?;
     let observed = match &bootstrap {
         Bootstrap::Done(_) => {
-            let stored = machines::stored(store, name)?;
-            let control_planes = staying_control_planes(&plan, &stored);
+            let control_planes = staying_control_planes(&plan, &view);
             cluster::observe(name, &control_planes, ctx).await
         }
         Bootstrap::Waiting(_) => Observed::before_bootstrap(),
     };
-    let readiness = readiness::mark(name, &plan, &settled, &observed.nodes, ctx).await?;
+    let readiness = readiness::mark(name, &plan, &settled, &observed.nodes, &mut view, ctx).await?;
     let ready = readiness.all_ready()
         && rollout == Rollout::Idle
         && matches!(bootstrap, Bootstrap::Done(_))
@@ -196,7 +202,7 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     // The next outdated instance is replaced once the tenant is ready, in a
     // pass that changed no infrastructure (its machines are as observed).
     let replacing_next = match ready && !applying {
-        true => replacement::start_next(name, &plan, &machines::stored(store, name)?, ctx).await?,
+        true => replacement::start_next(name, &plan, &view, ctx).await?,
         false => None,
     };
     status::update(store, name, |status| {
@@ -218,6 +224,7 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         set_check(status, KUBERNETES_API_READY, &observed.api);
         set_check(status, NODES_READY, &readiness.nodes);
         set_check(status, MACHINES_READY, &readiness.machines);
+        connected_status(status, &settled.off);
         rollout_status(status, &rollout);
         leaving_status(status, &leaving);
     })
@@ -234,9 +241,9 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
 
 /// Whether the tenant has cloud instances: machines in the store, or
 /// instances in the last projection of its state.
-async fn has_cloud_instances(store: &dyn Store, tenant: &str) -> Result<bool, ReconcileError> {
+async fn has_cloud_instances(store: &dyn Store, tenant: &str, view: &View) -> Result<bool, ReconcileError> {
     let cloud = |kind: Option<&str>| matches!(kind, Some("oci" | "openstack"));
-    if machines::stored(store, tenant)?.values().any(|machine| cloud(machine.spec.provider_type.as_deref())) {
+    if view.values().any(|machine| cloud(machine.spec.provider_type.as_deref())) {
         return Ok(true);
     }
     let projected = store.projection(Some(tenant.to_string())).await?.unwrap_or_default();
@@ -247,17 +254,27 @@ async fn has_cloud_instances(store: &dyn Store, tenant: &str) -> Result<bool, Re
 }
 
 /// The configured control planes that stay in the workspace, whose etcd
-/// members must all be there.
-fn staying_control_planes<'a>(
-    plan: &WorkspacePlan,
-    stored: &'a BTreeMap<String, Machine>,
-) -> Vec<&'a Machine> {
-    stored
-        .values()
-        .filter(|machine| machine.metadata.deletion_timestamp.is_none() && !leaving::is_leaving(machine))
+/// members must all be there: those that answered once, off or not.
+fn staying_control_planes<'a>(plan: &WorkspacePlan, view: &'a View) -> Vec<&'a Machine> {
+    view.live()
         .filter(|machine| planned(plan, &machine.metadata.name).is_some_and(|m| m.role == Role::ControlPlane))
-        .filter(|machine| machine.spec.connected)
+        .filter(|machine| machine.spec.connected || machine.status.stage == STAGE_OFF)
         .collect()
+}
+
+/// The machines that stopped answering, named in `MachinesConnected`.
+fn connected_status(status: &mut cms_model::TenantStatus, off: &[String]) {
+    match off.is_empty() {
+        true => {
+            status.set_condition(MACHINES_CONNECTED, true, "Answering", "every configured machine answers")
+        }
+        false => status.set_condition(
+            MACHINES_CONNECTED,
+            false,
+            "Off",
+            &format!("machines off (not answering the node API): {}", off.join(", ")),
+        ),
+    }
 }
 
 /// Machines leaving: the phase says the tenant is changing, the message
@@ -279,38 +296,28 @@ fn set_check(status: &mut cms_model::TenantStatus, kind: &str, check: &Check) {
 }
 
 /// The rollout in the tenant's status: phase `updating` and the
-/// `Upgrading` condition while it runs or is paused.
+/// procedure's condition while it runs or is paused; each procedure's
+/// condition says done once nothing rolls.
 fn rollout_status(status: &mut cms_model::TenantStatus, rollout: &Rollout) {
-    let had = status.conditions.iter().any(|condition| condition.kind == UPGRADING);
     match rollout {
-        Rollout::Progress { done, total, in_flight, waiting } => {
+        Rollout::Progress { condition, message } => {
             status.phase = Phase::Updating;
-            let mut message = format!("{done} of {total} machines at the desired Talos version");
-            if !in_flight.is_empty() {
-                message.push_str(&format!("; upgrading {}", in_flight.join(", ")));
-            }
-            if let Some(waiting) = waiting {
-                message.push_str(&format!("; {waiting}"));
-            }
-            status.set_condition(UPGRADING, true, "InProgress", &message);
+            status.set_condition(condition, true, "InProgress", message);
         }
-        Rollout::Paused(reason) => {
+        Rollout::Paused { condition, reason } => {
             status.phase = Phase::Updating;
             status.message = Some(reason.clone());
-            status.set_condition(UPGRADING, false, "Paused", reason);
+            status.set_condition(condition, false, "Paused", reason);
         }
         Rollout::Idle => {
             if status.phase == Phase::Updating {
                 status.phase = Phase::Active;
                 status.message = None;
             }
-            if had {
-                status.set_condition(
-                    UPGRADING,
-                    false,
-                    "Done",
-                    "every machine runs its desired Talos version",
-                );
+            for (condition, done) in rollout::CONDITIONS {
+                if status.conditions.iter().any(|existing| existing.kind == condition) {
+                    status.set_condition(condition, false, "Done", done);
+                }
             }
         }
     }
@@ -321,7 +328,7 @@ fn rollout_status(status: &mut cms_model::TenantStatus, rollout: &Rollout) {
 async fn provision(
     tenant: &Tenant,
     plan: &WorkspacePlan,
-    stored: &BTreeMap<String, Machine>,
+    view: &mut View,
     replacing: &BTreeSet<String>,
     ctx: &Context,
 ) -> Result<(), ReconcileError> {
@@ -364,18 +371,19 @@ async fn provision(
 
     // Machines: removals newest first, then updates and creations. The
     // configured hosts no machine holds any more are remembered.
-    let configured = machines::configured_hosts(tenant, stored);
+    let configured = machines::configured_hosts(tenant, view);
     let mut held = BTreeSet::new();
     let in_state: BTreeSet<String> =
         projected.iter().filter(|item| item.kind == "Machine").map(|item| item.name.clone()).collect();
-    for id in newest_first(stored.keys().filter(|id| !in_state.contains(*id)).cloned()) {
-        machines::remove(store, name, &stored[&id]).await?;
+    for id in newest_first(view.keys().filter(|id| !in_state.contains(*id)).cloned()) {
+        machines::remove(store, name, &view[&id]).await?;
+        view.remove(&id);
     }
     for item in projected.iter().filter(|item| item.kind == "Machine") {
         let Some(machine_plan) = planned(plan, &item.name) else { continue };
         let desired = machines::desired(machine_plan, item, "provisioning");
         held.extend(desired.0.management_address.clone());
-        match stored.get(&item.name) {
+        let written = match view.get(&item.name) {
             Some(current) if current.metadata.deletion_timestamp.is_none() => {
                 machines::upsert(store, name, Some(current), desired, &configured).await?
             }
@@ -383,7 +391,8 @@ async fn provision(
                 let id = (item.name.as_str(), current.is_some());
                 machines::create(store, name, id, desired, &configured).await?
             }
-        }
+        };
+        view.put(written);
     }
     let unheld = machines::unheld(&configured, &held);
     rollout::set_annotation(ctx, name, machines::CONFIGURED_HOSTS_ANNOTATION, unheld).await?;

@@ -12,16 +12,15 @@
 //! config as a new machine of the same id. The tenant is not ready while
 //! a machine leaves, so the next one waits until the new one has joined.
 
-use std::collections::BTreeMap;
-
 use cms_model::{Kind, Machine, Role, Tenant};
-use cms_store::{Key, StoreError};
+use cms_store::{Deleted, Key, StoreError};
 use cms_tofu::WorkspacePlan;
 
 use crate::leaving::{LEAVING_ANNOTATION, is_left};
 use crate::machines::planned;
 use crate::outdated::outdated_machines;
 use crate::settle::{Observed, write};
+use crate::view::View;
 use crate::{Context, ReconcileError};
 
 /// On a machine being replaced: what differs from its node group.
@@ -34,21 +33,27 @@ pub(crate) fn is_replacing(machine: &Machine) -> bool {
 
 /// Deletes the machines being replaced that have left, so that the next
 /// apply replaces their instances; gives how many.
-pub(crate) async fn release(
-    tenant: &str,
-    stored: &BTreeMap<String, Machine>,
-    ctx: &Context,
-) -> Result<usize, ReconcileError> {
+pub(crate) async fn release(tenant: &str, view: &mut View, ctx: &Context) -> Result<usize, ReconcileError> {
     let mut released = 0;
-    for machine in stored.values().filter(|m| m.metadata.deletion_timestamp.is_none()) {
-        if is_replacing(machine) && is_left(machine) {
-            let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
-            match ctx.store.delete(key).await {
-                Ok(_) | Err(StoreError::NotFound(_)) => released += 1,
-                Err(err) => return Err(err.into()),
+    let done: Vec<Machine> = view
+        .values()
+        .filter(|m| m.metadata.deletion_timestamp.is_none() && is_replacing(m) && is_left(m))
+        .cloned()
+        .collect();
+    for machine in done {
+        let id = machine.metadata.name.clone();
+        let key = Key::child(Kind::Machine, tenant, id.clone());
+        match ctx.store.delete(key).await {
+            Ok(Deleted::Marked(object)) => {
+                let marked =
+                    object.parse().map_err(|source| ReconcileError::Corrupt { what: id.clone(), source })?;
+                view.put(marked);
             }
-            tracing::info!(tenant, machine = %machine.metadata.name, "replacing the instance");
+            Ok(Deleted::Removed) | Err(StoreError::NotFound(_)) => view.remove(&id),
+            Err(err) => return Err(err.into()),
         }
+        released += 1;
+        tracing::info!(tenant, machine = %id, "replacing the instance");
     }
     Ok(released)
 }
@@ -58,7 +63,7 @@ pub(crate) async fn release(
 pub(crate) async fn start_next(
     name: &str,
     plan: &WorkspacePlan,
-    stored: &BTreeMap<String, Machine>,
+    stored: &View,
     ctx: &Context,
 ) -> Result<Option<String>, ReconcileError> {
     // The outdated machines as the last apply of this pass or an earlier

@@ -1,166 +1,336 @@
-//! Rolling Talos upgrades, in place through the node API's `Upgrade`.
+//! The one mechanism every rolling procedure uses: Talos upgrades
+//! (`talos.rs`), config changes that need a reboot (`reboot.rs`), and
+//! Kubernetes upgrades, the control-plane components and then the kubelets
+//! (`kubernetes.rs`). A [`Procedure`] says, per machine, whether it is due
+//! and what for, how a step starts and when it is done; the mechanism
+//! chooses the machines and keeps the state.
 //!
-//! A machine whose Talos version differs from its group's (or else the
-//! tenant's) `talosVersion` is outdated. Control planes go first, one at a
-//! time, and only while every other control plane answers, so that etcd
-//! never loses more than one member; the one whose etcd member leads goes
-//! last, and hands leadership over (`EtcdForfeitLeadership`) just before
-//! its `Upgrade`. When the leader cannot be told, control planes go in name
-//! order and the progress says so. Then the workers of one node group at
-//! a time, up to its `maxParallelism` (1 when unset). A machine moves on
-//! only when it answers `Version` with the new tag.
+//! Procedures run one at a time, in that order: the first with a machine
+//! due rolls, and the next waits. Control planes go first, one at a time,
+//! and only while every other control plane answers, so that etcd never
+//! loses more than one member; the one whose etcd member leads goes last,
+//! and when the step reboots it hands leadership over
+//! (`EtcdForfeitLeadership`) just before. When the leader cannot be told,
+//! control planes go in name order and the progress says so. Then the
+//! workers of one node group at a time, up to its `maxParallelism` (1 when
+//! unset). Only a ready machine starts a step; one that is not makes the
+//! procedure wait, with the reason in the progress.
 //!
-//! The rollout keeps its state in the store, so that it survives a restart
-//! and never upgrades a machine twice: a machine in flight carries
-//! [`UPGRADING_ANNOTATION`] (`<version> <started at>`) and the stage
-//! `upgrading`. A failed `Upgrade`, or a machine that does not come back in
-//! [`UPGRADE_TIMEOUT`], pauses the rollout: the tenant gets
-//! [`PAUSED_ANNOTATION`] (the generation it paused at) and the reason in its
-//! status. The rollout resumes when the spec changes again, or when an
-//! operator removes the annotation.
+//! The state is in the store, so that a restart or another replica picks
+//! up where the last pass stopped and no step runs twice: a machine in
+//! flight carries the procedure's annotation (`<intent> <started at>`,
+//! written before the call) and its stage. A step that fails to start, or
+//! a machine that does not finish within the procedure's timeout, pauses
+//! the rollout: the tenant gets [`PAUSED_ANNOTATION`] (the generation it
+//! paused at, and the procedure's condition) and the reason in its status.
+//! The rollout resumes when the spec changes again, or when an operator
+//! removes the annotation.
+
+mod kubernetes;
+mod reboot;
+mod talos;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use cms_model::{Kind, Machine, MachineStatus, Role, Tenant};
 use cms_store::{Draft, Key, StoreError};
-use cms_tofu::WorkspacePlan;
-
-use crate::leader;
-use crate::leaving::is_leaving;
-use crate::machines::{self, planned};
-use crate::{Context, ReconcileError};
 use cms_tenancy::NodeRef;
+use cms_tofu::{MachinePlan, WorkspacePlan};
 
-/// On a machine being upgraded: the version and when the upgrade began.
-pub const UPGRADING_ANNOTATION: &str = "service.io/upgrading-to";
-/// On a tenant whose rollout is paused: the generation it paused at.
+use crate::cluster::node_ref;
+use crate::leader;
+use crate::machines::planned;
+use crate::status::UPGRADING;
+use crate::view::View;
+use crate::{Context, ReconcileError};
+
+pub use kubernetes::{
+    KUBELET_ANNOTATION, KUBERNETES_COMPONENTS_ANNOTATION, KUBERNETES_UPGRADING,
+    KUBERNETES_VERSION_ANNOTATION, MACHINE_KUBERNETES_ANNOTATION,
+};
+pub(crate) use kubernetes::{KubernetesRollout, record_version};
+pub use reboot::{REBOOTING, REBOOTING_ANNOTATION};
+pub use talos::{UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
+
+/// On a tenant whose rollout is paused: the generation it paused at, then
+/// the condition of the procedure that paused.
 pub const PAUSED_ANNOTATION: &str = "service.io/rollout-paused";
-/// How long an upgraded machine may take to answer with its new version.
-pub const UPGRADE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How often a rollout in progress is looked at.
 pub(crate) const UPGRADE_POLL: Duration = Duration::from_secs(2);
+
+/// The conditions of the procedures, each with what it says when done.
+pub(crate) const CONDITIONS: [(&str, &str); 3] = [
+    (UPGRADING, "every machine runs its desired Talos version"),
+    (REBOOTING, "every machine runs its config"),
+    (KUBERNETES_UPGRADING, "every machine runs the desired Kubernetes version"),
+];
 
 /// Where a tenant's rollout stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Rollout {
-    /// Every machine runs its desired version, or none has one.
+    /// No machine is due for any procedure.
     Idle,
-    /// `done` of `total` machines run their desired version; `in_flight`
-    /// are being upgraded, or `waiting` says why none is.
-    Progress { done: usize, total: usize, in_flight: Vec<String>, waiting: Option<String> },
+    /// A procedure rolls: its condition, and the progress in words.
+    Progress { condition: &'static str, message: String },
     /// Stopped, for the reason given.
-    Paused(String),
+    Paused { condition: String, reason: String },
 }
 
-/// The Talos version a machine of `group` should run, if the spec says.
-fn desired(tenant: &Tenant, group: &str) -> Option<String> {
-    let groups = tenant.spec.node_groups.as_deref().unwrap_or_default();
-    groups
+/// Where a machine stands to a procedure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Goal {
+    /// The procedure does not concern it.
+    None,
+    /// It is where the procedure takes it.
+    Reached,
+    /// It is due, for this (in words, such as a version).
+    Due(String),
+}
+
+/// A machine due for a procedure: the machine, its plan, and what for.
+type Due = (Machine, MachinePlan, String);
+
+/// What a step of one machine is about to do.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Prepared {
+    /// Stored in the procedure's annotation before the step starts, and
+    /// read back by [`Procedure::check`].
+    pub(crate) intent: String,
+    /// What the step applies: a config, an installer image.
+    pub(crate) payload: Option<String>,
+}
+
+/// What a look at a machine in flight found.
+#[derive(Debug, Clone)]
+pub(crate) enum Checked {
+    /// The step is done: annotations to set (`Some`) or remove (`None`),
+    /// and the machine's status.
+    Done { annotations: Vec<(&'static str, Option<String>)>, status: MachineStatus },
+    /// Not yet, and what the machine says.
+    Flying(String),
+}
+
+/// A rolling procedure: a list of steps, one per machine.
+#[async_trait]
+pub(crate) trait Procedure: Send + Sync {
+    /// The tenant condition that shows its progress.
+    fn condition(&self) -> &'static str;
+    /// The machine annotation of a step in flight.
+    fn annotation(&self) -> &'static str;
+    /// The stage of a machine in flight.
+    fn stage(&self) -> &'static str;
+    /// How long one step may take before the rollout pauses.
+    fn timeout(&self) -> Duration;
+    /// Whether a step reboots the machine (an etcd leader hands over first).
+    fn reboots(&self) -> bool;
+    /// Where the machine stands.
+    fn goal(&self, machine: &Machine, plan: &MachinePlan) -> Goal;
+    /// The progress, such as `2 of 3 machines at the desired Talos version`.
+    fn progress(&self, done: usize, total: usize) -> String;
+    /// What the step of `machine` towards `target` will do; an error pauses.
+    async fn prepare(
+        &self,
+        machine: &Machine,
+        plan: &MachinePlan,
+        node: &NodeRef,
+        target: &str,
+    ) -> Result<Prepared, String>;
+    /// Starts the step, its intent already stored; an error pauses.
+    async fn start(&self, node: &NodeRef, prepared: &Prepared) -> Result<(), String>;
+    /// Looks at a machine in flight with its stored `intent`.
+    async fn check(&self, machine: &Machine, node: &NodeRef, intent: &str) -> Checked;
+    /// Called in a pass where no machine is due or in flight.
+    async fn finished(&self) -> Result<(), ReconcileError> {
+        Ok(())
+    }
+}
+
+/// The procedures of a tenant, in the order they roll.
+pub(crate) fn procedures(
+    tenant: &Tenant,
+    kubernetes: &KubernetesRollout,
+    ctx: &Context,
+) -> Vec<Box<dyn Procedure>> {
+    vec![
+        Box::new(talos::TalosUpgrade::new(tenant, ctx)),
+        Box::new(reboot::Reboot::new(tenant, kubernetes, ctx)),
+        Box::new(kubernetes::KubernetesUpgrade::components(tenant, kubernetes, ctx)),
+        Box::new(kubernetes::KubernetesUpgrade::kubelets(tenant, kubernetes, ctx)),
+    ]
+}
+
+/// Whether a machine is in a rolling step of any procedure.
+pub(crate) fn in_flight(machine: &Machine) -> bool {
+    [UPGRADING_ANNOTATION, REBOOTING_ANNOTATION, KUBERNETES_COMPONENTS_ANNOTATION, KUBELET_ANNOTATION]
         .iter()
-        .find(|candidate| candidate.name == group)
-        .and_then(|group| group.talos_version.clone())
-        .or_else(|| tenant.spec.talos_version.clone())
+        .any(|annotation| machine.metadata.annotations.contains_key(*annotation))
 }
 
-fn same(a: &str, b: &str) -> bool {
-    a.trim_start_matches('v') == b.trim_start_matches('v')
-}
-
-/// Takes the rollout one step: checks machines in flight, then starts the
-/// next batch when none is.
+/// Takes the rollout one step: looks at the machines in flight, then
+/// starts the next batch of the first procedure with machines due when
+/// none is.
 pub(crate) async fn advance(
     tenant: &Tenant,
     generation: u64,
     plan: &WorkspacePlan,
+    view: &mut View,
+    procedures: &[Box<dyn Procedure>],
     ctx: &Context,
 ) -> Result<Rollout, ReconcileError> {
     let name = tenant.metadata.name.as_str();
-    if let Some(paused_at) = tenant.metadata.annotations.get(PAUSED_ANNOTATION) {
-        if *paused_at == generation.to_string() {
+    if let Some(paused) = tenant.metadata.annotations.get(PAUSED_ANNOTATION) {
+        let (at, condition) = paused.split_once(' ').unwrap_or((paused, UPGRADING));
+        if at == generation.to_string() {
             let reason = tenant.status.message.clone().unwrap_or_else(|| "the rollout is paused".into());
-            return Ok(Rollout::Paused(reason));
+            return Ok(Rollout::Paused { condition: condition.to_string(), reason });
         }
         // The spec changed since: resume.
         set_annotation(ctx, name, PAUSED_ANNOTATION, None).await?;
     }
-    let stored = machines::stored(ctx.store.as_ref(), name)?;
-    let mut total = 0;
-    let mut done = 0;
-    let mut flying = Vec::new();
-    let mut control_planes: Vec<&Machine> = Vec::new();
-    let mut outdated: BTreeMap<(bool, String), Vec<(&Machine, String)>> = BTreeMap::new();
-    for machine in stored.values().filter(|m| m.metadata.deletion_timestamp.is_none() && !is_leaving(m)) {
-        let Some(machine_plan) = planned(plan, &machine.metadata.name) else { continue };
-        if machine_plan.role == Role::ControlPlane {
-            control_planes.push(machine);
-        }
-        let Some(want) = desired(tenant, &machine_plan.group) else { continue };
-        total += 1;
-        if let Some(value) = machine.metadata.annotations.get(UPGRADING_ANNOTATION) {
-            match check_in_flight(name, machine, value, ctx).await? {
-                InFlight::Done => done += 1,
-                InFlight::Flying => flying.push(machine.metadata.name.clone()),
-                InFlight::Failed(reason) => return pause(ctx, name, generation, reason).await,
+    // The machines in flight, whatever their procedure.
+    let mut flying: Option<(&dyn Procedure, Vec<String>)> = None;
+    for procedure in procedures {
+        let annotation = procedure.annotation();
+        let machines: Vec<Machine> =
+            view.live().filter(|m| m.metadata.annotations.contains_key(annotation)).cloned().collect();
+        for machine in machines {
+            let value = &machine.metadata.annotations[annotation];
+            let (intent, since) = value.rsplit_once(' ').unwrap_or((value, ""));
+            let since = DateTime::parse_from_rfc3339(since)
+                .map(|at| at.with_timezone(&Utc))
+                .unwrap_or_else(|_| Utc::now());
+            let Some(node) = node_ref(name, &machine) else { continue };
+            match procedure.check(&machine, &node, intent).await {
+                Checked::Done { annotations, status } => {
+                    let mut changes = annotations;
+                    changes.push((annotation, None));
+                    view.put_written(mark(ctx, name, &machine, &changes, status).await?);
+                    tracing::info!(tenant = name, machine = %machine.metadata.name, step = %procedure.stage(), "step done");
+                }
+                Checked::Flying(seen) => {
+                    let elapsed = (Utc::now() - since).to_std().unwrap_or_default();
+                    if elapsed > procedure.timeout() {
+                        let reason = format!(
+                            "machine {} did not finish its step ({}, {intent}) within {}s: {seen}",
+                            machine.metadata.name,
+                            procedure.stage(),
+                            procedure.timeout().as_secs()
+                        );
+                        return pause(ctx, name, generation, procedure.condition(), reason).await;
+                    }
+                    let entry = flying.get_or_insert_with(|| (procedure.as_ref(), Vec::new()));
+                    entry.1.push(machine.metadata.name.clone());
+                }
             }
+        }
+    }
+    if let Some((procedure, machines)) = flying {
+        let (done, total) = count(procedure, plan, view);
+        let message =
+            format!("{}; {} {}", procedure.progress(done, total), procedure.stage(), machines.join(", "));
+        return Ok(Rollout::Progress { condition: procedure.condition(), message });
+    }
+    for procedure in procedures {
+        let due: Vec<Due> = view
+            .live()
+            .filter_map(|machine| {
+                let machine_plan = planned(plan, &machine.metadata.name)?;
+                match procedure.goal(machine, machine_plan) {
+                    Goal::Due(target) => Some((machine.clone(), machine_plan.clone(), target)),
+                    Goal::None | Goal::Reached => None,
+                }
+            })
+            .collect();
+        if due.is_empty() {
+            procedure.finished().await?;
             continue;
         }
-        match &machine.status.talos_version {
-            Some(running) if same(running, &want) => done += 1,
-            Some(_) if machine.status.ready => {
-                let key = (machine_plan.role != Role::ControlPlane, machine_plan.group.clone());
-                outdated.entry(key).or_default().push((machine, want));
-            }
-            // Not ready yet: the node work brings it up first.
-            _ => {}
-        }
+        return start(tenant, generation, plan, view, procedure.as_ref(), due, ctx).await;
     }
-    if !flying.is_empty() {
-        return Ok(Rollout::Progress { done, total, in_flight: flying, waiting: None });
-    }
-    let Some(((workers, group), candidates)) = outdated.into_iter().next() else {
-        return Ok(Rollout::Idle);
+    Ok(Rollout::Idle)
+}
+
+/// How many machines the procedure concerns, and how many are where it
+/// takes them.
+fn count(procedure: &dyn Procedure, plan: &WorkspacePlan, view: &View) -> (usize, usize) {
+    let goals: Vec<Goal> = view
+        .live()
+        .filter_map(|machine| Some(procedure.goal(machine, planned(plan, &machine.metadata.name)?)))
+        .filter(|goal| *goal != Goal::None)
+        .collect();
+    (goals.iter().filter(|goal| **goal == Goal::Reached).count(), goals.len())
+}
+
+/// Starts the next batch of `procedure` among the machines `due`: one
+/// control plane, or the workers of one group up to its `maxParallelism`.
+async fn start(
+    tenant: &Tenant,
+    generation: u64,
+    plan: &WorkspacePlan,
+    view: &mut View,
+    procedure: &dyn Procedure,
+    due: Vec<Due>,
+    ctx: &Context,
+) -> Result<Rollout, ReconcileError> {
+    let name = tenant.metadata.name.as_str();
+    let (done, total) = count(procedure, plan, view);
+    let progress = |waiting: String| Rollout::Progress {
+        condition: procedure.condition(),
+        message: format!("{}; {waiting}", procedure.progress(done, total)),
     };
+    let mut groups: BTreeMap<(bool, String), Vec<Due>> = BTreeMap::new();
+    for entry in due {
+        groups.entry((entry.1.role != Role::ControlPlane, entry.1.group.clone())).or_default().push(entry);
+    }
+    let Some(((workers, group), candidates)) = groups.into_iter().next() else { return Ok(Rollout::Idle) };
+    let (ready, waiting): (Vec<_>, Vec<_>) =
+        candidates.into_iter().partition(|(machine, ..)| machine.status.ready);
+    if ready.is_empty() {
+        let names: Vec<&str> = waiting.iter().map(|(machine, ..)| machine.metadata.name.as_str()).collect();
+        return Ok(progress(format!("waiting for {} to be ready", names.join(", "))));
+    }
     let mut note = None;
-    let batch: Vec<(&Machine, String)> = if workers {
+    let batch = if workers {
         let groups = tenant.spec.node_groups.as_deref().unwrap_or_default();
         let parallel = groups.iter().find(|g| g.name == group).and_then(|g| g.max_parallelism).unwrap_or(1);
-        candidates.into_iter().take(parallel.max(1) as usize).collect()
+        ready.into_iter().take(parallel.max(1) as usize).collect()
     } else {
-        // One control plane, the leader last, and only while every other one answers.
-        let Some((next, order)) = next_control_plane(name, &control_planes, candidates, ctx).await else {
+        let control_planes: Vec<&Machine> = view
+            .live()
+            .filter(|machine| {
+                planned(plan, &machine.metadata.name).is_some_and(|m| m.role == Role::ControlPlane)
+            })
+            .collect();
+        let Some((next, order)) = next_control_plane(name, &control_planes, ready, ctx).await else {
             return Ok(Rollout::Idle);
         };
         let next_name = next.0.metadata.name.clone();
+        // Only while every other control plane answers.
         for other in control_planes.iter().filter(|cp| cp.metadata.name != next_name) {
-            if let Err(reason) = ctx.nodes.version(&node_ref(name, other)).await {
-                let waiting = format!(
-                    "waiting for control plane {} to answer before upgrading {next_name}: {reason}",
+            let Some(node) = node_ref(name, other) else { continue };
+            if let Err(reason) = ctx.nodes.version(&node).await {
+                return Ok(progress(format!(
+                    "waiting for control plane {} to answer before {next_name}: {reason}",
                     other.metadata.name
-                );
-                return Ok(Rollout::Progress { done, total, in_flight: Vec::new(), waiting: Some(waiting) });
+                )));
             }
         }
-        if order == Order::LeaderNow && control_planes.len() > 1 {
-            let node = node_ref(name, next.0);
+        if procedure.reboots() && order == Order::LeaderNow && control_planes.len() > 1 {
+            let Some(node) = node_ref(name, &next.0) else { return Ok(Rollout::Idle) };
             match ctx.nodes.etcd_forfeit_leadership(&node).await {
                 Ok(now) => tracing::info!(
                     tenant = name,
                     machine = %next_name,
                     leader = now.as_deref().unwrap_or("unchanged"),
-                    "the etcd leader handed over before its upgrade"
+                    "the etcd leader handed over before its reboot"
                 ),
                 Err(reason) => {
-                    let waiting = format!(
-                        "waiting for control plane {next_name}, the etcd leader, to hand over before its upgrade: {reason}"
-                    );
-                    return Ok(Rollout::Progress {
-                        done,
-                        total,
-                        in_flight: Vec::new(),
-                        waiting: Some(waiting),
-                    });
+                    return Ok(progress(format!(
+                        "waiting for control plane {next_name}, the etcd leader, to hand over first: {reason}"
+                    )));
                 }
             }
         }
@@ -171,29 +341,48 @@ pub(crate) async fn advance(
         vec![next]
     };
     let mut started = Vec::new();
-    for (machine, want) in batch {
-        let node = node_ref(name, machine);
+    for (machine, machine_plan, target) in batch {
+        let Some(node) = node_ref(name, &machine) else { continue };
+        let prepared = match procedure.prepare(&machine, &machine_plan, &node, &target).await {
+            Ok(prepared) => prepared,
+            Err(reason) => {
+                let reason = format!("machine {} ({}): {reason}", machine.metadata.name, procedure.stage());
+                return pause(ctx, name, generation, procedure.condition(), reason).await;
+            }
+        };
         // The intent is stored before the call: after a crash at any point,
-        // a machine marked in flight is asked for its version, never
-        // upgraded a second time.
-        let in_flight = format!("{want} {}", Utc::now().to_rfc3339());
-        let upgrading = MachineStatus { stage: "upgrading".into(), ready: false, ..machine.status.clone() };
-        let version = mark(ctx, name, machine, Some(in_flight), upgrading).await?;
-        if let Err(reason) = ctx.nodes.upgrade(&node, &want).await {
-            let mut marked = machine.clone();
-            marked.metadata.resource_version = Some(version);
-            mark(ctx, name, &marked, None, machine.status.clone()).await?;
+        // a machine marked in flight is looked at, never started twice.
+        let value = format!("{} {}", prepared.intent, Utc::now().to_rfc3339());
+        let status =
+            MachineStatus { stage: procedure.stage().into(), ready: false, ..machine.status.clone() };
+        let Some(marked) =
+            mark(ctx, name, &machine, &[(procedure.annotation(), Some(value))], status).await?
+        else {
+            continue;
+        };
+        if let Err(reason) = procedure.start(&node, &prepared).await {
+            let restored =
+                mark(ctx, name, &marked, &[(procedure.annotation(), None)], machine.status.clone()).await?;
+            view.put_written(restored);
             let reason =
-                format!("upgrading machine {} to Talos {want} failed: {reason}", machine.metadata.name);
-            return pause(ctx, name, generation, reason).await;
+                format!("machine {} ({} to {target}): {reason}", machine.metadata.name, procedure.stage());
+            return pause(ctx, name, generation, procedure.condition(), reason).await;
         }
-        tracing::info!(tenant = name, machine = %machine.metadata.name, version = %want, "upgrading");
+        tracing::info!(tenant = name, machine = %machine.metadata.name, step = procedure.stage(), %target, "step started");
         started.push(machine.metadata.name.clone());
+        view.put(marked);
     }
-    Ok(Rollout::Progress { done, total, in_flight: started, waiting: note })
+    let mut message = procedure.progress(done, total);
+    if !started.is_empty() {
+        message.push_str(&format!("; {} {}", procedure.stage(), started.join(", ")));
+    }
+    if let Some(note) = note {
+        message.push_str(&format!("; {note}"));
+    }
+    Ok(Rollout::Progress { condition: procedure.condition(), message })
 }
 
-/// Where the control plane to upgrade next stands to the etcd leader.
+/// Where the control plane to start next stands to the etcd leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Order {
     /// It does not lead; the leader comes later (or is done).
@@ -204,15 +393,15 @@ enum Order {
     ByName(String),
 }
 
-/// The outdated control plane to upgrade next: the first by name that does
-/// not lead etcd, else the leader; the first by name when the leader
-/// cannot be told. `candidates` are in name order.
-async fn next_control_plane<'a>(
+/// The control plane to start next: the first by name that does not lead
+/// etcd, else the leader; the first by name when the leader cannot be
+/// told. `candidates` are in name order.
+async fn next_control_plane<T>(
     tenant: &str,
     control_planes: &[&Machine],
-    candidates: Vec<(&'a Machine, String)>,
+    candidates: Vec<(Machine, MachinePlan, T)>,
     ctx: &Context,
-) -> Option<((&'a Machine, String), Order)> {
+) -> Option<((Machine, MachinePlan, T), Order)> {
     let leader = match leader::leader(tenant, control_planes, ctx).await {
         Ok(leader) => leader,
         Err(why) => {
@@ -222,104 +411,58 @@ async fn next_control_plane<'a>(
         }
     };
     let (leading, others): (Vec<_>, Vec<_>) =
-        candidates.into_iter().partition(|(machine, _)| machine.metadata.name == leader);
+        candidates.into_iter().partition(|(machine, ..)| machine.metadata.name == leader);
     if let Some(other) = others.into_iter().next() {
         return Some((other, Order::LeaderLater));
     }
     leading.into_iter().next().map(|leading| (leading, Order::LeaderNow))
 }
 
-enum InFlight {
-    Done,
-    Flying,
-    Failed(String),
-}
-
-/// A machine in flight: done when it answers with the new tag, failed when
-/// it has not within the timeout.
-async fn check_in_flight(
-    tenant: &str,
-    machine: &Machine,
-    value: &str,
-    ctx: &Context,
-) -> Result<InFlight, ReconcileError> {
-    let (want, since) = value.split_once(' ').unwrap_or((value, ""));
-    let since =
-        DateTime::parse_from_rfc3339(since).map(|at| at.with_timezone(&Utc)).unwrap_or_else(|_| Utc::now());
-    let answer = ctx.nodes.version(&node_ref(tenant, machine)).await;
-    if let Ok(running) = &answer
-        && same(running, want)
-    {
-        let status = MachineStatus {
-            stage: "ready".into(),
-            ready: true,
-            talos_version: Some(running.clone()),
-            ..machine.status.clone()
-        };
-        mark(ctx, tenant, machine, None, status).await?;
-        tracing::info!(tenant, machine = %machine.metadata.name, version = %running, "upgraded");
-        return Ok(InFlight::Done);
-    }
-    let elapsed = (Utc::now() - since).to_std().unwrap_or_default();
-    if elapsed > UPGRADE_TIMEOUT {
-        let seen = match answer {
-            Ok(running) => format!("it runs {running}"),
-            Err(reason) => reason.to_string(),
-        };
-        return Ok(InFlight::Failed(format!(
-            "machine {} did not come back with Talos {want} within {}s: {seen}",
-            machine.metadata.name,
-            UPGRADE_TIMEOUT.as_secs()
-        )));
-    }
-    Ok(InFlight::Flying)
-}
-
-fn node_ref(tenant: &str, machine: &Machine) -> NodeRef {
-    NodeRef {
-        tenant: tenant.to_string(),
-        machine: machine.metadata.name.clone(),
-        management_address: machine.spec.management_address.clone().unwrap_or_default(),
-    }
-}
-
 async fn pause(
     ctx: &Context,
     tenant: &str,
     generation: u64,
+    condition: &str,
     reason: String,
 ) -> Result<Rollout, ReconcileError> {
     tracing::warn!(tenant, "rollout paused: {reason}");
-    set_annotation(ctx, tenant, PAUSED_ANNOTATION, Some(generation.to_string())).await?;
-    Ok(Rollout::Paused(reason))
+    set_annotation(ctx, tenant, PAUSED_ANNOTATION, Some(format!("{generation} {condition}"))).await?;
+    Ok(Rollout::Paused { condition: condition.to_string(), reason })
 }
 
-/// Sets (`Some`) or clears (`None`) the machine's in-flight annotation,
-/// then writes `status`; gives the machine's new resource version.
+/// Sets (`Some`) or removes (`None`) the machine's `annotations`, then
+/// writes `status`; gives the machine as written, or `None` when another
+/// writer changed it meanwhile.
 async fn mark(
     ctx: &Context,
     tenant: &str,
     machine: &Machine,
-    in_flight: Option<String>,
+    annotations: &[(&str, Option<String>)],
     status: MachineStatus,
-) -> Result<u64, ReconcileError> {
+) -> Result<Option<Machine>, ReconcileError> {
     let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
-    let mut annotations = machine.metadata.annotations.clone();
-    match in_flight {
-        Some(value) => annotations.insert(UPGRADING_ANNOTATION.to_string(), value),
-        None => annotations.remove(UPGRADING_ANNOTATION),
-    };
+    let mut changed = machine.metadata.annotations.clone();
+    for (name, value) in annotations {
+        match value {
+            Some(value) => changed.insert(name.to_string(), value.clone()),
+            None => changed.remove(*name),
+        };
+    }
     let draft = Draft {
         labels: machine.metadata.labels.clone(),
-        annotations,
+        annotations: changed,
         spec: serde_json::to_value(&machine.spec).map_err(|source| corrupt(&key, source))?,
         ..Draft::default()
     };
     let version = machine.metadata.resource_version.unwrap_or_default();
-    let object = ctx.store.update(key.clone(), draft, version).await?;
+    let object = match ctx.store.update(key.clone(), draft, version).await {
+        Ok(object) => object,
+        Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    };
     let value = serde_json::to_value(&status).map_err(|source| corrupt(&key, source))?;
-    let object = ctx.store.update_status(key, value, Some(object.resource_version)).await?;
-    Ok(object.resource_version)
+    let object = ctx.store.update_status(key.clone(), value, Some(object.resource_version)).await?;
+    Ok(Some(object.parse().map_err(|source| corrupt(&key, source))?))
 }
 
 /// Sets (or with `None` removes) one of the tenant's annotations, keeping

@@ -15,29 +15,41 @@
 //! replaced (a machine DELETE), or when its address changes to one where
 //! no machine of the tenant left a configured host (`machines.rs`, which
 //! otherwise marks it [`CONFIG_UNKNOWN`]). A node that
-//! fails the CA gets nothing, and the machine's `status.message` says why,
-//! as it says whatever else keeps the machine from being configured or
-//! answering; a pass that finds nothing wrong clears it.
+//! fails the CA (a host in maintenance mode or another cluster's node at a
+//! configured address: a replaced host or an impostor, which the service
+//! cannot tell apart) gets nothing: its machine waits at stage
+//! [`STAGE_UNRECOGNIZED`] until an operator confirms a replacement with a
+//! machine DELETE. The machine's `status.message` says why, as it says
+//! whatever else keeps the machine from being configured or answering; a
+//! pass that finds nothing wrong clears it.
 //!
-//! A machine that has not answered yet is asked for its version with the
-//! tenant's credentials, and becomes `connected` (stage `joining`) when it
-//! answers; it is `ready` once its Kubernetes Node is Ready too
-//! (`readiness.rs`). Machines that answered are not asked again: health
-//! probes happen on request only.
+//! Configs are applied without a reboot. A change the node takes only with
+//! one (Talos refuses it in `NO_REBOOT` mode) is marked
+//! [`REBOOT_PENDING_ANNOTATION`] and left to the rollout, which reboots
+//! machines in turn, as upgrades roll (`rollout/reboot.rs`). While a Kubernetes upgrade
+//! rolls, each machine's config names the versions its own steps reached
+//! (`rollout/kubernetes.rs`).
+//!
+//! Every pass asks every configured machine for its version with the
+//! tenant's credentials, all at once: a machine becomes `connected` (stage
+//! `joining`) when it answers, and `connected: false` at stage
+//! [`STAGE_OFF`] when it stops; it is `ready` once its Kubernetes Node is
+//! Ready too (`readiness.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 
 use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Provider, Role, Tenant};
 use cms_store::{Draft, Key, StoreError};
+use cms_tenancy::{KubernetesVersions, NodeError};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 use futures_util::future::join_all;
 use sha2::{Digest, Sha256};
 
-use crate::leaving::is_leaving;
-use crate::machines::{self, planned};
-use crate::rollout::UPGRADING_ANNOTATION;
+use crate::cluster;
+use crate::machines::planned;
+use crate::rollout::{self, KubernetesRollout, MACHINE_KUBERNETES_ANNOTATION};
+use crate::view::View;
 use crate::{Context, ReconcileError};
-use cms_tenancy::NodeRef;
 
 /// The machine annotation holding the fingerprint of the config the node
 /// last took.
@@ -53,12 +65,30 @@ pub const CONFIG_UNKNOWN: &str = "unknown";
 /// Why a metal host's config cannot be rendered without a renderer.
 const NO_RENDERER: &str = "this server renders no machine configs";
 
+/// The machine annotation of a config change the node would take only
+/// with a reboot: the fingerprint of that config. The rollout applies it in
+/// turn, as it rolls upgrades.
+pub const REBOOT_PENDING_ANNOTATION: &str = "service.io/reboot-pending";
+
+/// How a machine's message begins while its config change waits for the
+/// reboot it needs.
+const REBOOT_NOTE: &str = "its config change needs a reboot, which the rollout makes in turn";
+
+/// The stage of a machine that stopped answering.
+pub const STAGE_OFF: &str = "off";
+
+/// The stage of a machine whose host does not answer as the tenant's node:
+/// a replaced host or an impostor, waiting for an operator.
+pub const STAGE_UNRECOGNIZED: &str = "awaiting-replacement";
+
 /// What the nodes of a tenant came to.
 #[derive(Debug, Default)]
 pub(crate) struct Settled {
     /// `machine: reason` for each machine that is not configured or does
     /// not answer.
     pub(crate) pending: Vec<String>,
+    /// The machines that stopped answering.
+    pub(crate) off: Vec<String>,
 }
 
 impl Settled {
@@ -68,125 +98,237 @@ impl Settled {
     }
 }
 
-/// Configures and checks the tenant's machines, each at once.
+/// Configures and checks the tenant's machines. Configs go to control
+/// planes one at a time, then to the workers at once; then every machine
+/// is asked for its version at once.
 pub(crate) async fn settle(
     tenant: &Tenant,
     plan: &WorkspacePlan,
+    view: &mut View,
+    kubernetes: &KubernetesRollout,
     ctx: &Context,
 ) -> Result<Settled, ReconcileError> {
     let name = tenant.metadata.name.as_str();
-    let stored = machines::stored(ctx.store.as_ref(), name)?;
-    let mut configs: HashMap<&str, Result<String, String>> = HashMap::new();
-    for machine in &plan.machines {
-        if configs.contains_key(machine.group.as_str()) {
+    // Machines in a rolling step are the rollout's.
+    let live: Vec<(Machine, MachinePlan)> = view
+        .live()
+        .filter(|machine| !rollout::in_flight(machine))
+        .filter_map(|machine| Some((machine.clone(), planned(plan, &machine.metadata.name)?.clone())))
+        .collect();
+    let mut configs: HashMap<(String, Option<KubernetesVersions>), Result<String, String>> = HashMap::new();
+    for (machine, machine_plan) in &live {
+        let versions = kubernetes.versions_of(machine);
+        let key = (machine_plan.group.clone(), versions.clone());
+        if configs.contains_key(&key) {
             continue;
         }
-        // A cloud group's config is rendered already: its user data.
-        let rendered = match (&machine.user_data, &ctx.configs) {
-            (Some(config), _) => Ok(config.clone()),
-            (None, Some(renderer)) => renderer
-                .render(name.to_string(), machine.group.clone(), machine.role)
-                .await
-                .map_err(|err| err.to_string()),
-            (None, None) => Err(NO_RENDERER.to_string()),
-        };
-        configs.insert(machine.group.as_str(), rendered);
+        let rendered = render(name, machine_plan, versions, ctx).await;
+        configs.insert(key, rendered);
     }
-    // Machines being upgraded are the rollout's.
-    let live: Vec<(&Machine, &MachinePlan)> = stored
-        .values()
-        .filter(|machine| machine.metadata.deletion_timestamp.is_none())
-        .filter(|machine| !machine.metadata.annotations.contains_key(UPGRADING_ANNOTATION))
-        .filter(|machine| !is_leaving(machine))
-        .filter_map(|machine| Some((machine, planned(plan, &machine.metadata.name)?)))
-        .collect();
-    // Control planes first, one at a time, then the workers at once: a
-    // changed config (a new Kubernetes version) reaches them in that order.
-    let mut outcomes = Vec::new();
+    let config_of = |machine: &Machine, plan: &MachinePlan| {
+        configs.get(&(plan.group.clone(), kubernetes.versions_of(machine)))
+    };
+    // Control planes one at a time, then the workers at once.
+    let mut configured = Vec::new();
     for (machine, plan) in live.iter().filter(|(_, plan)| plan.role == Role::ControlPlane) {
-        outcomes.push(settle_one(name, machine, plan, configs.get(plan.group.as_str()), ctx).await);
+        configured.push(configure(name, machine, plan, config_of(machine, plan), ctx).await);
     }
     let workers = live
         .iter()
         .filter(|(_, plan)| plan.role != Role::ControlPlane)
-        .map(|(machine, plan)| settle_one(name, machine, plan, configs.get(plan.group.as_str()), ctx));
-    outcomes.extend(join_all(workers).await);
-    let mut settled = Settled::default();
-    for outcome in outcomes {
-        let (machine, problem) = outcome?;
-        if let Some(reason) = problem {
-            settled.pending.push(format!("{machine}: {reason}"));
+        .map(|(machine, plan)| configure(name, machine, plan, config_of(machine, plan), ctx));
+    configured.extend(join_all(workers).await);
+    // Then every machine answers, or not.
+    let checks = configured.into_iter().zip(&live).map(|(mut outcome, (machine, plan))| {
+        // The versions of an upgrade that no longer rolls mean nothing.
+        if !kubernetes.active() {
+            outcome.annotations.remove(MACHINE_KUBERNETES_ANNOTATION);
         }
+        check(name, machine, plan, outcome, ctx)
+    });
+    let mut settled = Settled::default();
+    for outcome in join_all(checks).await {
+        let (written, problem, off) = outcome?;
+        let id = written.as_ref().map(|machine| machine.metadata.name.clone());
+        if let (Some(id), Some(reason)) = (&id, problem) {
+            settled.pending.push(format!("{id}: {reason}"));
+        }
+        if let (Some(id), true) = (&id, off) {
+            settled.off.push(id.clone());
+        }
+        view.put_written(written);
     }
     settled.pending.sort();
+    settled.off.sort();
     Ok(settled)
 }
 
-/// One machine: its config when it is a metal host, then its version
-/// while it is not ready. Gives the machine id and what is still wrong.
-async fn settle_one(
+/// A machine's config: a cloud group's user data while no Kubernetes
+/// upgrade rolls, else rendered.
+async fn render(
+    tenant: &str,
+    plan: &MachinePlan,
+    versions: Option<KubernetesVersions>,
+    ctx: &Context,
+) -> Result<String, String> {
+    match (&plan.user_data, &ctx.configs) {
+        (Some(config), _) if versions.is_none() => Ok(config.clone()),
+        (_, Some(renderer)) => renderer
+            .render(tenant.to_string(), plan.group.clone(), plan.role, versions)
+            .await
+            .map_err(|err| err.to_string()),
+        (Some(config), None) => Ok(config.clone()),
+        (None, None) => Err(NO_RENDERER.to_string()),
+    }
+}
+
+/// What configuring a machine came to.
+struct Configured {
+    annotations: BTreeMap<String, String>,
+    status: MachineStatus,
+    problem: Option<String>,
+    /// The node is not the tenant's: a replaced host or an impostor.
+    unrecognized: Option<String>,
+    /// What the machine's message says when nothing is wrong: a change
+    /// that waits for its reboot, and why.
+    note: Option<String>,
+}
+
+/// Gives the machine its config when it differs from the one it took. A
+/// change the node refuses to take without a reboot waits for its turn
+/// in the rollout ([`REBOOT_PENDING_ANNOTATION`]).
+async fn configure(
     tenant: &str,
     machine: &Machine,
     plan: &MachinePlan,
     config: Option<&Result<String, String>>,
     ctx: &Context,
-) -> Result<(String, Option<String>), ReconcileError> {
-    let id = machine.metadata.name.clone();
-    let Some(address) = machine.spec.management_address.clone() else {
-        return Ok((id, Some("no management address yet".into())));
-    };
-    let node = NodeRef { tenant: tenant.to_string(), machine: id.clone(), management_address: address };
+) -> Configured {
     let mut annotations = machine.metadata.annotations.clone();
     let mut status = machine.status.clone();
+    let unchanged = |problem: Option<String>| Configured {
+        annotations: machine.metadata.annotations.clone(),
+        status: machine.status.clone(),
+        problem,
+        unrecognized: None,
+        note: None,
+    };
+    let Some(node) = cluster::node_ref(tenant, machine) else {
+        return unchanged(Some("no management address yet".into()));
+    };
+    let yaml = match config {
+        Some(Ok(yaml)) => yaml,
+        Some(Err(reason)) => return unchanged(Some(format!("rendering the machine config: {reason}"))),
+        None => return unchanged(Some(NO_RENDERER.to_string())),
+    };
+    let hash = fingerprint(yaml);
+    let taken = annotations.get(CONFIG_HASH_ANNOTATION);
+    if taken == Some(&hash) && annotations.contains_key(REBOOT_PENDING_ANNOTATION) {
+        // Back to the config it runs: nothing waits for a reboot any more.
+        annotations.remove(REBOOT_PENDING_ANNOTATION);
+        return Configured { annotations, status, problem: None, unrecognized: None, note: None };
+    }
+    if taken == Some(&hash) || annotations.get(REBOOT_PENDING_ANNOTATION) == Some(&hash) {
+        return unchanged(None);
+    }
+    // A host that took a config is never asked in maintenance mode, nor is
+    // a cloud instance, which booted with one.
+    let configured = taken.is_some() || plan.provider != Provider::Metal;
+    let id = &machine.metadata.name;
+    let mut note = None;
+    let (problem, unrecognized) = match ctx.nodes.apply_config(&node, yaml, configured).await {
+        Ok(()) => {
+            tracing::info!(tenant, machine = %id, "applied the machine config");
+            annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), hash);
+            annotations.remove(REBOOT_PENDING_ANNOTATION);
+            if matches!(status.stage.as_str(), "" | "provisioning") {
+                status.stage = "initializing".into();
+            }
+            (None, None)
+        }
+        Err(NodeError::RebootRequired(reason)) => {
+            tracing::info!(tenant, machine = %id, %reason, "the config change needs a reboot; it waits for its turn");
+            annotations.insert(REBOOT_PENDING_ANNOTATION.to_string(), hash);
+            note = Some(format!("{REBOOT_NOTE}: {reason}"));
+            (None, None)
+        }
+        Err(err @ NodeError::Untrusted { .. }) => (None, Some(err.to_string())),
+        Err(reason) => (Some(format!("applying the machine config: {reason}")), None),
+    };
+    Configured { annotations, status, problem, unrecognized, note }
+}
+
+/// Asks a configured machine for its version: it is `connected` while it
+/// answers, and `off` once it stops. Gives the machine as written, what is
+/// wrong with it, and whether it is off.
+async fn check(
+    tenant: &str,
+    machine: &Machine,
+    plan: &MachinePlan,
+    configured: Configured,
+    ctx: &Context,
+) -> Result<(Option<Machine>, Option<String>, bool), ReconcileError> {
+    let Configured { annotations, mut status, mut problem, unrecognized, note } = configured;
     let mut connected = machine.spec.connected;
-    let mut problem = None;
-    {
-        match config {
-            Some(Ok(yaml)) => {
-                let hash = fingerprint(yaml);
-                let taken = annotations.get(CONFIG_HASH_ANNOTATION);
-                if taken != Some(&hash) {
-                    // A host that took a config is never asked in maintenance
-                    // mode, nor is a cloud instance, which booted with one.
-                    let configured = taken.is_some() || plan.provider != Provider::Metal;
-                    match ctx.nodes.apply_config(&node, yaml, configured).await {
-                        Ok(()) => {
-                            tracing::info!(tenant, machine = %id, "applied the machine config");
-                            annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), hash);
-                            if matches!(status.stage.as_str(), "" | "provisioning") {
-                                status.stage = "initializing".into();
-                            }
-                        }
-                        Err(reason) => problem = Some(format!("applying the machine config: {reason}")),
-                    }
-                }
+    let mut off = false;
+    let took_config = plan.provider != Provider::Metal || annotations.contains_key(CONFIG_HASH_ANNOTATION);
+    let answer = match (&unrecognized, cluster::node_ref(tenant, machine)) {
+        (Some(why), _) => Some(Err(NodeError::Untrusted { endpoint: why.clone() })),
+        (None, Some(node)) if took_config => Some(ctx.nodes.version(&node).await),
+        _ => None,
+    };
+    match answer {
+        Some(Ok(version)) => {
+            if matches!(
+                status.stage.as_str(),
+                "" | "provisioning" | "initializing" | STAGE_OFF | STAGE_UNRECOGNIZED
+            ) {
+                status.stage = "joining".into();
             }
-            Some(Err(reason)) => problem = Some(format!("rendering the machine config: {reason}")),
-            None => problem = Some(NO_RENDERER.to_string()),
+            status.talos_version = Some(version);
+            connected = true;
         }
-    }
-    let configured = plan.provider != Provider::Metal || annotations.contains_key(CONFIG_HASH_ANNOTATION);
-    if configured && !connected {
-        match ctx.nodes.version(&node).await {
-            Ok(version) => {
-                if matches!(status.stage.as_str(), "" | "provisioning" | "initializing") {
-                    status.stage = "joining".into();
-                }
-                status.talos_version = Some(version);
-                connected = true;
-            }
-            Err(reason) => {
-                problem.get_or_insert(format!("not answering yet: {reason}"));
-            }
+        Some(Err(NodeError::Untrusted { .. })) => {
+            let address = machine.spec.management_address.clone().unwrap_or_default();
+            let id = &machine.metadata.name;
+            problem = Some(format!(
+                "the host at {address} does not answer as this tenant's node (it answers in maintenance \
+                 mode, or with a certificate the tenant's OS CA did not sign): a replaced host or an \
+                 impostor. Nothing is sent to it. If the host was replaced, confirm it with `cms delete \
+                 machine {id} -t {tenant}` (DELETE /api/v1/tenants/{tenant}/machines/{id}): the machine \
+                 leaves etcd and the cluster, then the host takes its config anew"
+            ));
+            status.stage = STAGE_UNRECOGNIZED.into();
+            status.ready = false;
+            connected = false;
         }
+        Some(Err(reason)) if connected || status.stage == STAGE_OFF => {
+            problem.get_or_insert(format!("off: not answering: {reason}"));
+            status.stage = STAGE_OFF.into();
+            status.ready = false;
+            connected = false;
+            off = true;
+        }
+        Some(Err(reason)) => {
+            problem.get_or_insert(format!("not answering yet: {reason}"));
+        }
+        None => {}
     }
-    status.message = problem.clone();
-    write(ctx, tenant, machine, Observed { annotations, connected, status }).await?;
-    Ok((id, problem))
+    status.message = problem.clone().or(note).or_else(|| match machine.status.message.as_deref() {
+        // Kept while the change still waits for its reboot.
+        Some(message)
+            if message.starts_with(REBOOT_NOTE) && annotations.contains_key(REBOOT_PENDING_ANNOTATION) =>
+        {
+            Some(message.to_string())
+        }
+        _ => None,
+    });
+    let written = write(ctx, tenant, machine, Observed { annotations, connected, status }).await?;
+    Ok((written, problem, off))
 }
 
 /// The fingerprint of a rendered config.
-fn fingerprint(config: &str) -> String {
+pub(crate) fn fingerprint(config: &str) -> String {
     hex::encode(&Sha256::digest(config.as_bytes())[..12])
 }
 
@@ -198,18 +340,20 @@ pub(crate) struct Observed {
 }
 
 /// Writes the machine's changed annotations and `connected`, then its
-/// status. A machine another writer changed meanwhile is left to the next
-/// pass.
+/// status; gives the machine as written (as it was when nothing changed).
+/// A machine another writer changed meanwhile is left to the next pass,
+/// and gives `None`.
 pub(crate) async fn write(
     ctx: &Context,
     tenant: &str,
     machine: &Machine,
     observed: Observed,
-) -> Result<(), ReconcileError> {
+) -> Result<Option<Machine>, ReconcileError> {
     let store = ctx.store.as_ref();
     let key = Key::child(Kind::Machine, tenant, machine.metadata.name.clone());
     let corrupt = |source| ReconcileError::Corrupt { what: key.to_string(), source };
     let mut version = machine.metadata.resource_version.unwrap_or_default();
+    let mut written = Some(machine.clone());
     if observed.annotations != machine.metadata.annotations || observed.connected != machine.spec.connected {
         let spec = MachineSpec { connected: observed.connected, ..machine.spec.clone() };
         let draft = Draft {
@@ -218,18 +362,22 @@ pub(crate) async fn write(
             spec: serde_json::to_value(&spec).map_err(corrupt)?,
             ..Draft::default()
         };
-        version = match store.update(key.clone(), draft, version).await {
-            Ok(object) => object.resource_version,
-            Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => return Ok(()),
-            Err(err) => return Err(err.into()),
-        };
-    }
-    if observed.status != machine.status {
-        let value = serde_json::to_value(&observed.status).map_err(corrupt)?;
-        match store.update_status(key, value, Some(version)).await {
-            Ok(_) | Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => {}
+        match store.update(key.clone(), draft, version).await {
+            Ok(object) => {
+                version = object.resource_version;
+                written = Some(object.parse().map_err(corrupt)?);
+            }
+            Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => return Ok(None),
             Err(err) => return Err(err.into()),
         }
     }
-    Ok(())
+    if observed.status != machine.status {
+        let value = serde_json::to_value(&observed.status).map_err(corrupt)?;
+        match store.update_status(key.clone(), value, Some(version)).await {
+            Ok(object) => written = Some(object.parse().map_err(corrupt)?),
+            Err(StoreError::Conflict { .. } | StoreError::NotFound(_)) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(written)
 }

@@ -27,6 +27,9 @@ pub const ETCD_HEALTHY: &str = "EtcdHealthy";
 pub const KUBERNETES_API_READY: &str = "KubernetesAPIReady";
 /// The condition of the Nodes: every machine's Node is Ready.
 pub const NODES_READY: &str = "NodesReady";
+/// The condition of the machines' liveness: `True` while every configured
+/// machine answers the node API, `False` naming the machines that are off.
+pub const MACHINES_CONNECTED: &str = "MachinesConnected";
 /// The condition of a rolling Talos upgrade: `True` while it runs (with
 /// the progress), `False` when it is paused (with the reason) or done.
 pub const UPGRADING: &str = "Upgrading";

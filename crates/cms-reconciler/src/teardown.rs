@@ -12,7 +12,6 @@ use futures_util::future::join_all;
 
 use crate::cluster::node_ref;
 use crate::leaving::RESET_TIMEOUT;
-use crate::machines;
 use crate::settle::CONFIG_HASH_ANNOTATION;
 use crate::{Context, ReconcileError};
 
@@ -26,7 +25,7 @@ pub(crate) async fn reset_hosts(
     deleting_since: Option<DateTime<Utc>>,
     ctx: &Context,
 ) -> Result<Vec<String>, ReconcileError> {
-    let stored = machines::stored(ctx.store.as_ref(), tenant)?;
+    let stored = crate::view::View::read(ctx.store.as_ref(), tenant)?;
     let hosts: Vec<&Machine> = stored
         .values()
         .filter(|machine| machine.spec.provider_type.as_deref() == Some(Provider::Metal.as_str()))

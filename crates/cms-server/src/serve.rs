@@ -151,7 +151,7 @@ fn rekeyer(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> 
 fn prober(store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Arc<Prober> {
     let options = ProberOptions::default();
     let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets));
-    let client = talos_node_api(options.per_machine);
+    let client = talos_node_api(options.deadline);
     Arc::new(Prober::new(store, credentials, client, Arc::new(SystemClock), options))
 }
 

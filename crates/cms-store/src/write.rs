@@ -113,14 +113,18 @@ pub(crate) fn update(
         let current = row.resource_version as u64;
         return Err(StoreError::Conflict { what: key.to_string(), expected, current });
     }
-    if row.deletion_timestamp.is_some() {
-        return Err(StoreError::Refused(format!("{key} is being deleted")));
-    }
+    let deleting = row.deletion_timestamp.is_some();
     let old_spec = json::<Value>(&row.spec)?;
-    if key.kind != Kind::Tenant {
+    if key.kind != Kind::Tenant && !deleting {
         live_owner(view, key)?;
     }
     let (spec, groups) = rows::split_groups(key.kind, draft.spec.clone())?;
+    // An object being deleted keeps its spec; its labels and annotations
+    // may still change, as in Kubernetes (the reconciler records a
+    // replaced machine's way out in them).
+    if deleting && (old_spec != spec || groups.is_some()) {
+        return Err(StoreError::Refused(format!("{key} is being deleted")));
+    }
     let plan = match groups {
         Some(groups) => GroupPlan::new(view, &key.name, groups)?,
         None => GroupPlan::default(),

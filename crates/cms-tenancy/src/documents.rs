@@ -85,8 +85,8 @@ impl Tenancy {
         let role = machine.role(groups).ok_or_else(|| {
             TenancyError::Conflict(format!("machine {id:?} names no node group and reports no role"))
         })?;
-        let yaml =
-            crate::render::render(self.store().as_ref(), self.secrets(), &resource, group, role).await?;
+        let yaml = crate::render::render(self.store().as_ref(), self.secrets(), &resource, group, role, None)
+            .await?;
         Ok((yaml, role))
     }
 }

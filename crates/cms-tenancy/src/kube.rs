@@ -22,6 +22,9 @@ pub struct KubeNode {
     pub reason: String,
     /// Cordoned: `spec.unschedulable`.
     pub unschedulable: bool,
+    /// The kubelet's version, `status.nodeInfo.kubeletVersion` without its
+    /// leading `v` (such as `1.32.0`); `None` when it reports none.
+    pub kubelet_version: Option<String>,
 }
 
 /// What one round of draining a node left.

@@ -187,6 +187,11 @@ impl KubeClient for TenantKube {
 fn kube_node(node: Node) -> KubeNode {
     let unschedulable = node.spec.and_then(|spec| spec.unschedulable).unwrap_or(false);
     let status = node.status.unwrap_or_default();
+    let kubelet_version = status
+        .node_info
+        .as_ref()
+        .map(|info| info.kubelet_version.trim_start_matches('v').to_string())
+        .filter(|version| !version.is_empty());
     let addresses = status.addresses.unwrap_or_default().into_iter().map(|address| address.address).collect();
     let ready =
         status.conditions.unwrap_or_default().into_iter().find(|condition| condition.type_ == "Ready");
@@ -203,7 +208,8 @@ fn kube_node(node: Node) -> KubeNode {
         }
         None => (false, "no Ready condition".to_string()),
     };
-    KubeNode { name: node.metadata.name.unwrap_or_default(), addresses, ready, reason, unschedulable }
+    let name = node.metadata.name.unwrap_or_default();
+    KubeNode { name, addresses, ready, reason, unschedulable, kubelet_version }
 }
 
 /// Whether a drain moves `pod`: not a DaemonSet's (its controller would put

@@ -73,7 +73,7 @@ pub use rekey::{
 };
 #[cfg(any(test, feature = "testsuite"))]
 pub use render::MockMachineConfigs;
-pub use render::{MachineConfigs, StoreMachineConfigs};
+pub use render::{KubernetesVersions, MachineConfigs, StoreMachineConfigs};
 pub use resources::{REMOVABLE_ANNOTATIONS, SERVICE_ANNOTATION_PREFIX, Writable, service_annotations};
 pub use secrets::{CERTIFICATE_EXPIRY_GAUGE, Secrets, SecretsOptions};
 pub use tenancy::{DEFAULT_MAX_GROUP_COUNT, Tenancy, find};

@@ -17,7 +17,6 @@ use async_trait::async_trait;
 use cms_nodeapi::{
     ApplyMode, ApplyRequest, BootstrapRequest, EtcdMember, EtcdMemberStatus, NodeApi, NodeApiError,
     NodeCredentials, NodeTarget, ResetRequest, TalosNodeClient, UpgradeRequest, UploadStream, WipeMode,
-    installer_image,
 };
 use futures_util::{Stream, StreamExt};
 
@@ -48,6 +47,12 @@ pub enum NodeError {
     /// The call itself failed: a bad address, no connection, or the node's answer.
     #[error(transparent)]
     Api(NodeApiError),
+    /// The node refused to take the config without a reboot (Talos answers
+    /// `InvalidArgument` to such a change in `NO_REBOOT` mode): it is
+    /// applied with [`NodeClient::apply_config_reboot`], machine by machine
+    /// as upgrades roll. Holds the node's reason.
+    #[error("the change needs a reboot: {0}")]
+    RebootRequired(String),
     /// A host with no config yet was asked both ways, and both failed.
     #[error("{first_way}: {first}; {second_way}: {second}")]
     Apply { first_way: &'static str, first: Box<NodeError>, second_way: &'static str, second: Box<NodeError> },
@@ -103,15 +108,26 @@ pub trait NodeClient: Send + Sync + 'static {
     /// certificate and trusting any server certificate; it falls back to
     /// the tenant's credentials, since it may have been configured
     /// meanwhile.
+    /// A change that needs a reboot is [`NodeError::RebootRequired`], and
+    /// the node keeps running its config.
     async fn apply_config(&self, node: &NodeRef, config: &str, configured: bool) -> Result<(), NodeError>;
+
+    /// `ApplyConfiguration` in `REBOOT` mode, with the tenant's credentials:
+    /// the configured node takes `config` and reboots.
+    async fn apply_config_reboot(&self, node: &NodeRef, config: &str) -> Result<(), NodeError>;
+
+    /// `SystemStat`, with the tenant's credentials: when the node last
+    /// booted, in seconds since the epoch. A reboot changes it.
+    async fn boot_time(&self, node: &NodeRef) -> Result<u64, NodeError>;
 
     /// `Version`, with the tenant's credentials: the Talos version the node
     /// runs, such as `1.14.0`.
     async fn version(&self, node: &NodeRef) -> Result<String, NodeError>;
 
-    /// `Upgrade` to Talos `version` (such as `1.14.1`) with the installer
-    /// image of that version, in place, with the tenant's credentials.
-    async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), NodeError>;
+    /// `Upgrade` with the installer `image` (such as
+    /// `ghcr.io/siderolabs/installer:v1.14.1`), in place, with the tenant's
+    /// credentials.
+    async fn upgrade(&self, node: &NodeRef, image: &str) -> Result<(), NodeError>;
 
     /// `Bootstrap` on a control plane, with the tenant's credentials. A node
     /// that answers that etcd is already bootstrapped counts as done.
@@ -207,8 +223,13 @@ impl TenantNodeClient {
     /// and reboots), on a configured node without a reboot.
     async fn apply_with(&self, target: &NodeTarget, way: Way, config: &str) -> Result<(), NodeError> {
         let request = ApplyRequest { config: config.as_bytes().to_vec(), mode: way.mode, dry_run: false };
-        self.api.apply_configuration(target, &way.credentials?, request).await?;
-        Ok(())
+        match self.api.apply_configuration(target, &way.credentials?, request).await {
+            Ok(_) => Ok(()),
+            Err(err) if way.mode == ApplyMode::NoReboot && err.is_reboot_required() => {
+                Err(NodeError::RebootRequired(err.to_string()))
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 }
 
@@ -245,11 +266,25 @@ impl NodeClient for TenantNodeClient {
         }
     }
 
-    async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), NodeError> {
+    async fn apply_config_reboot(&self, node: &NodeRef, config: &str) -> Result<(), NodeError> {
+        let target = NodeTarget::parse(&node.management_address)?;
+        let way = Way {
+            credentials: self.tenant_credentials(&node.tenant).await,
+            mode: ApplyMode::Reboot,
+            name: "with the tenant's credentials",
+        };
+        self.apply_with(&target, way, config).await
+    }
+
+    async fn boot_time(&self, node: &NodeRef) -> Result<u64, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.boot_time(&target, &credentials).await?)
+    }
+
+    async fn upgrade(&self, node: &NodeRef, image: &str) -> Result<(), NodeError> {
         let target = NodeTarget::parse(&node.management_address)?;
         let credentials = self.tenant_credentials(&node.tenant).await?;
-        let request =
-            UpgradeRequest { image: installer_image(version), preserve: true, stage: false, force: false };
+        let request = UpgradeRequest { image: image.to_string(), preserve: true, stage: false, force: false };
         self.api.upgrade(&target, &credentials, request).await?;
         Ok(())
     }

@@ -25,8 +25,27 @@ use crate::secrets::Secrets;
 #[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
 #[async_trait]
 pub trait MachineConfigs: Send + Sync + 'static {
-    /// The complete config of a machine of `group` with `role` in `tenant`.
-    async fn render(&self, tenant: String, group: String, role: Role) -> Result<String, TenancyError>;
+    /// The complete config of a machine of `group` with `role` in `tenant`;
+    /// with `kubernetes`, naming those Kubernetes versions instead of the
+    /// tenant's `kubernetesVersion`.
+    async fn render(
+        &self,
+        tenant: String,
+        group: String,
+        role: Role,
+        kubernetes: Option<KubernetesVersions>,
+    ) -> Result<String, TenancyError>;
+}
+
+/// The Kubernetes versions a machine's config names while an upgrade rolls
+/// through the cluster: the control-plane components move first, node by
+/// node, then the kubelets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KubernetesVersions {
+    /// The API server's, controller manager's, scheduler's and kube-proxy's.
+    pub components: String,
+    /// The kubelet's.
+    pub kubelet: String,
 }
 
 /// The complete config of a machine of `role` in `group` of `tenant`: the
@@ -37,6 +56,7 @@ pub(crate) async fn render(
     tenant: &Tenant,
     group: Option<&NodeGroupSpec>,
     role: Role,
+    kubernetes: Option<&KubernetesVersions>,
 ) -> Result<String, TenancyError> {
     let tenant_name = tenant.metadata.name.clone();
     let addresses = control_plane::addresses(store, tenant)?;
@@ -62,14 +82,19 @@ pub(crate) async fn render(
 
     let bundle = secrets.open(store, &tenant_name).await?;
     let endpoint = control_plane::set_endpoint(tenant);
-    let input = render_input(tenant, group, role, endpoint, addresses, &bundle, resolution.patches);
+    let mut input = render_input(tenant, group, role, endpoint, addresses, &bundle, resolution.patches);
+    if let Some(versions) = kubernetes {
+        input.kubernetes_version = versions.components.clone();
+        input.kubelet_version = Some(versions.kubelet.clone());
+    }
     Ok(cms_talos::render(&input)?)
 }
 
 /// What the config of a machine of `role` in `group` of `tenant` is
 /// rendered from: the endpoint set on the tenant (or a stand-in), its
 /// control-plane addresses, its bundle and the patches, resolved in order.
-/// The Talos version is the group's, else the tenant's, else the bundle's.
+/// The Talos version is the group's, else the tenant's, else the bundle's;
+/// the install image is [`cms_model::installer_image`]'s for that version.
 pub(crate) fn render_input<'a>(
     tenant: &Tenant,
     group: Option<&NodeGroupSpec>,
@@ -83,17 +108,19 @@ pub(crate) fn render_input<'a>(
         .and_then(|group| group.talos_version.clone())
         .or_else(|| tenant.spec.talos_version.clone())
         .unwrap_or_else(|| bundle.talos_version().to_string());
+    let install_image = cms_model::installer_image(&tenant.spec, group, &talos_version);
     RenderInput {
         cluster_name: tenant.metadata.name.clone(),
         role,
         talos_version,
         kubernetes_version: tenant.spec.kubernetes_version.clone(),
+        kubelet_version: None,
         control_plane_endpoint: endpoint,
         control_plane_addresses: addresses,
         pod_networks: tenant.spec.pod_network.clone(),
         service_networks: tenant.spec.service_network.clone(),
         cert_sans: Vec::new(),
-        install_image: None,
+        install_image: Some(install_image),
         bundle,
         patches,
     }
@@ -119,12 +146,18 @@ impl StoreMachineConfigs {
 
 #[async_trait]
 impl MachineConfigs for StoreMachineConfigs {
-    async fn render(&self, tenant: String, group: String, role: Role) -> Result<String, TenancyError> {
+    async fn render(
+        &self,
+        tenant: String,
+        group: String,
+        role: Role,
+        kubernetes: Option<KubernetesVersions>,
+    ) -> Result<String, TenancyError> {
         let key = Key::tenant(&tenant);
         let object = self.store.get(&key).ok_or_else(|| TenancyError::NotFound(key.to_string()))?;
         let tenant: Tenant = object.parse().map_err(TenancyError::corrupt(&key))?;
         let groups = tenant.spec.node_groups.as_deref().unwrap_or_default();
         let group = groups.iter().find(|candidate| candidate.name == group);
-        render(self.store.as_ref(), &self.secrets, &tenant, group, role).await
+        render(self.store.as_ref(), &self.secrets, &tenant, group, role, kubernetes.as_ref()).await
     }
 }

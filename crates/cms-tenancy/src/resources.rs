@@ -7,6 +7,10 @@
 //! refuses; [`Writable::config_change`] tells the check of the cloud
 //! user-data limits what the write changes.
 //!
+//! A replacement is checked against the resource it replaces too
+//! ([`Writable::check_change`]): a tenant's `kubernetesVersion` moves one
+//! minor at a time (`kubernetes_steps.rs`).
+//!
 //! The `service.io/*` annotations are the service's: [`service_annotations`]
 //! keeps those a replacement omits and refuses any it adds or changes, but
 //! for [`REMOVABLE_ANNOTATIONS`], which a replacement that omits them
@@ -15,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use cms_model::{ConfigPatch, FieldError, Kind, NodeGroup, NodeGroupSpec, ObjectMeta, Resource, Tenant};
-use cms_store::Draft;
+use cms_store::{Draft, Store};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -23,6 +27,8 @@ use crate::control_plane::MADE_ENDPOINT_ANNOTATION;
 use crate::error::TenancyError;
 use crate::secrets::check_talos_version;
 use crate::user_data_limits::ConfigChange;
+
+mod kubernetes_steps;
 
 /// A kind of resource that users create and change, and read back from the
 /// store in the same shape.
@@ -53,6 +59,14 @@ pub trait Writable: Sized + DeserializeOwned {
     /// replaced: a group it holds over the cap (the cap was lowered since)
     /// may stay as it is or shrink, not grow.
     fn check_sizes(&self, _max_group_count: u32, _stored: Option<&Self>) -> Result<(), FieldError> {
+        Ok(())
+    }
+
+    /// Checks what a replacement changes of `stored`, the resource it
+    /// replaces, with the rest of its tenant read from `store`: a tenant's
+    /// `kubernetesVersion` moves one minor at a time, and not past the
+    /// machines' (`status.kubernetesVersion`) by more than one.
+    fn check_change(&self, _stored: &Self, _store: &dyn Store) -> Result<(), FieldError> {
         Ok(())
     }
 }
@@ -87,6 +101,14 @@ impl Writable for Tenant {
 
     fn config_change(&self) -> ConfigChange<'_> {
         ConfigChange::Tenant(self)
+    }
+
+    fn check_change(&self, stored: &Self, store: &dyn Store) -> Result<(), FieldError> {
+        kubernetes_steps::check_kubernetes_step(
+            &self.spec.kubernetes_version,
+            &stored.spec.kubernetes_version,
+            || kubernetes_steps::observed_versions(store, &self.metadata.name),
+        )
     }
 
     fn check_sizes(&self, max_group_count: u32, stored: Option<&Self>) -> Result<(), FieldError> {

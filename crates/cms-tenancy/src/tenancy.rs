@@ -125,6 +125,9 @@ impl Tenancy {
 
     /// Replaces the spec, labels and annotations of the tenant named by
     /// `tenant`'s metadata, which carries the `resourceVersion` it was read at.
+    /// Its `kubernetesVersion` may move to any patch of the stored minor or
+    /// of the next one, and to the next only once no machine reports a
+    /// version more than one minor behind it ([`Writable::check_change`]).
     pub async fn update_tenant(&self, tenant: Tenant) -> Result<Arc<Object>, TenancyError> {
         let key = Key::tenant(tenant.metadata.name.clone());
         self.replace(key, tenant).await
@@ -157,6 +160,7 @@ impl Tenancy {
         }
         let stored: R = current.parse().map_err(TenancyError::corrupt(&key))?;
         resource.check_sizes(self.max_group_count, Some(&stored))?;
+        resource.check_change(&stored, self.store.as_ref())?;
         let wanted = std::mem::take(&mut resource.metadata_mut().annotations);
         resource.metadata_mut().annotations = service_annotations(&stored.metadata().annotations, wanted)?;
         self.check_user_data(&key.owner().name, resource.config_change()).await?;

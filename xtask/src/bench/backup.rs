@@ -268,8 +268,10 @@ async fn start_nodes(bundle: &SecretsBundle, snapshot: usize) -> Result<Nodes> {
         };
         client.apply_configuration(&target, &credentials, request).await?;
     }
+    // Configured, the nodes take only the tenant's client certificates.
+    let admin = NodeCredentials::for_tenant(bundle, cms_model::UserRole::Admin, Duration::from_secs(600))?;
     let target = NodeTarget::parse(&source.addr().to_string())?;
-    client.bootstrap(&target, &credentials, BootstrapRequest::default()).await?;
+    client.bootstrap(&target, &admin, BootstrapRequest::default()).await?;
     Ok(Nodes { restore_target, source })
 }
 

@@ -16,8 +16,8 @@ use cms_model::{Phase, Role, Tenant};
 use cms_reconciler::{Context, reconcile};
 use cms_store::{Draft, Key, SqlStore, Store, StoreOptions};
 use cms_tenancy::{
-    Bootstrapped, Drain, EtcdMember, EtcdMemberStatus, KubeClient, KubeError, KubeNode, MachineConfigs,
-    NodeClient, NodeError, NodeRef, SnapshotChunks, TenancyError, UploadStream,
+    Bootstrapped, Drain, EtcdMember, EtcdMemberStatus, KubeClient, KubeError, KubeNode, KubernetesVersions,
+    MachineConfigs, NodeClient, NodeError, NodeRef, SnapshotChunks, TenancyError, UploadStream,
 };
 use cms_tofu::{Credentials, ProcessRunner, Tofu, TofuOptions};
 use serde_json::json;
@@ -185,7 +185,15 @@ impl NodeClient for AnsweringNodes {
         Ok("1.14.0".into())
     }
 
-    async fn upgrade(&self, _node: &NodeRef, _version: &str) -> Result<(), NodeError> {
+    async fn apply_config_reboot(&self, _node: &NodeRef, _config: &str) -> Result<(), NodeError> {
+        Ok(())
+    }
+
+    async fn boot_time(&self, _node: &NodeRef) -> Result<u64, NodeError> {
+        Ok(1)
+    }
+
+    async fn upgrade(&self, _node: &NodeRef, _image: &str) -> Result<(), NodeError> {
         Ok(())
     }
 
@@ -279,7 +287,13 @@ struct PlainConfigs;
 
 #[async_trait]
 impl MachineConfigs for PlainConfigs {
-    async fn render(&self, _tenant: String, _group: String, role: Role) -> Result<String, TenancyError> {
+    async fn render(
+        &self,
+        _tenant: String,
+        _group: String,
+        role: Role,
+        _kubernetes: Option<KubernetesVersions>,
+    ) -> Result<String, TenancyError> {
         Ok(format!("machine:\n  type: {}\n", role.as_str()))
     }
 }

@@ -7,6 +7,7 @@
 mod accounts;
 mod editing;
 mod events;
+mod machines;
 mod operations;
 mod pages;
 mod session;
@@ -79,7 +80,7 @@ impl Reply {
 fn prober(store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Arc<Prober> {
     let options = ProberOptions::default();
     let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets));
-    let client = cms_tenancy::talos_node_api(options.per_machine);
+    let client = cms_tenancy::talos_node_api(options.deadline);
     Arc::new(Prober::new(store, credentials, client, Arc::new(SystemClock), options))
 }
 

@@ -1,6 +1,6 @@
-//! The tenant page's day-to-day operations: upgrade progress and resuming a
-//! paused rollout, the health line and "probe now", projected state, and
-//! the phase history's first entry.
+//! The tenant page's day-to-day operations: the progress of every rolling
+//! procedure and resuming a paused rollout, the health line and "probe
+//! now", projected state, and the phase history's first entry.
 
 use cms_model::{Kind, Projected, Tenant};
 use cms_store::{Draft, Key, Store};
@@ -21,11 +21,29 @@ async fn machine(f: &Fixture, id: &str, talos: &str, annotations: serde_json::Va
     f.store.create(Key::child(Kind::Machine, "demo", id), draft).await.expect("machine created");
 }
 
-/// Writes tenant `demo` at Talos 1.14.1, with `annotations` and `status`.
-async fn tenant(f: &Fixture, annotations: serde_json::Value, status: serde_json::Value) {
+/// Writes machine `id` of tenant `demo` in group `cp` with `annotations`
+/// and `status`.
+async fn machine_with(f: &Fixture, id: &str, annotations: serde_json::Value, status: serde_json::Value) {
     let draft = Draft {
         annotations: serde_json::from_value(annotations).expect("annotations"),
-        spec: json!({"kubernetesVersion": "1.31.0", "talosVersion": "1.14.1", "nodeGroups": [{
+        spec: json!({"managementAddress": "10.0.0.1:50000", "nodeGroup": "cp"}),
+        status: Some(status),
+        ..Draft::default()
+    };
+    f.store.create(Key::child(Kind::Machine, "demo", id), draft).await.expect("machine created");
+}
+
+/// Writes tenant `demo` at Talos 1.14.1, with `annotations` and `status`.
+async fn tenant(f: &Fixture, annotations: serde_json::Value, status: serde_json::Value) {
+    tenant_at(f, "1.31.0", annotations, status).await;
+}
+
+/// Writes tenant `demo` at Kubernetes `kubernetes` and Talos 1.14.1, with
+/// `annotations` and `status`.
+async fn tenant_at(f: &Fixture, kubernetes: &str, annotations: serde_json::Value, status: serde_json::Value) {
+    let draft = Draft {
+        annotations: serde_json::from_value(annotations).expect("annotations"),
+        spec: json!({"kubernetesVersion": kubernetes, "talosVersion": "1.14.1", "nodeGroups": [{
             "name": "cp", "role": "controlplane", "count": 1, "providerClass": "metal:bare",
             "providerConfig": {"hosts": [{"address": "10.0.0.1"}]}
         }]}),
@@ -56,8 +74,84 @@ async fn upgrade_progress_counts_machines_at_their_version_and_in_flight() {
     let page = f.get("/tenants/demo", Some(&admin)).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("2 of 4 machines at their desired Talos version"), "{}", page.body);
-    assert!(page.body.contains("<li data-machine=\"m-3\">m-3 to 1.14.1, since <time"), "{}", page.body);
+    let in_flight = "<li data-machine=\"m-3\" data-step=\"talos\">m-3: Talos to 1.14.1, since <time";
+    assert!(page.body.contains(in_flight), "{}", page.body);
+    assert!(
+        page.body.contains("0 of 4 machines at Kubernetes 1.31.0</p>"),
+        "no upgrade rolls: {}",
+        page.body
+    );
+    assert!(!page.body.contains("upgrading from"));
+    assert!(!page.body.contains("id=\"reboots-pending\""), "no reboot waits");
     assert!(!page.body.contains("id=\"resume\""), "nothing is paused");
+}
+
+#[tokio::test]
+async fn every_procedure_shows_its_machines_in_flight_and_its_condition() {
+    let f = Fixture::new().await;
+    let status = json!({"phase": "updating", "conditions": [
+        {"type": "KubernetesUpgrading", "status": "True", "reason": "Progress",
+         "message": "Kubernetes 1.31.0 to 1.32.0: 1 of 4 machines run kubelet 1.32.0",
+         "lastTransitionTime": "2026-11-25T06:00:00Z"},
+        {"type": "Rebooting", "status": "False", "reason": "Done", "message": "every machine runs its config",
+         "lastTransitionTime": "2026-11-25T05:00:00Z"}]});
+    tenant_at(&f, "1.32.0", json!({"service.io/kubernetes-version": "1.31.0"}), status).await;
+    let at = |kubernetes: &str| json!({"stage": "ready", "ready": true, "talosVersion": "1.14.1", "kubernetesVersion": kubernetes});
+    let components =
+        json!({"service.io/upgrading-kubernetes-components": "1.32.0 1.31.0 0a1b2c 2026-11-25T06:00:00Z"});
+    machine_with(&f, "m-1", components, at("v1.32.0")).await;
+    let kubelet = json!({"service.io/upgrading-kubelet": "1.32.0 1.32.0 0a1b2c 2026-11-25T06:01:00+00:00"});
+    machine_with(&f, "m-2", kubelet, at("1.31.0")).await;
+    let reboot =
+        json!({"service.io/rebooting-for": "0123456789abcdef01234567 1764050400 2026-11-25T06:02:00Z"});
+    machine_with(&f, "m-3", reboot, at("1.31.0")).await;
+    machine_with(&f, "m-4", json!({"service.io/reboot-pending": "89abcdef0123456789abcdef"}), at("1.31.0"))
+        .await;
+    let viewer = f.sign_in(VIEWER).await;
+
+    let page = f.get("/tenants/demo", Some(&viewer)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    assert!(body.contains("4 of 4 machines at their desired Talos version"), "{body}");
+    assert!(body.contains("1 of 4 machines at Kubernetes 1.32.0, upgrading from 1.31.0"), "{body}");
+    for expected in [
+        "data-step=\"kubernetes-components\">m-1: Kubernetes components to 1.32.0, since <time datetime=\"2026-11-25T06:00:00+00:00\"",
+        "data-step=\"kubelet\">m-2: kubelet to 1.32.0, since <time datetime=\"2026-11-25T06:01:00+00:00\"",
+        "data-step=\"reboot\">m-3: reboot for config <code>0123456789abcdef01234567</code>, since <time",
+        "Waiting for a reboot to take a config change: m-4",
+        "KubernetesUpgrading: True (Progress): Kubernetes 1.31.0 to 1.32.0: 1 of 4 machines run kubelet 1.32.0",
+        "Rebooting: False (Done): every machine runs its config",
+    ] {
+        assert!(body.contains(expected), "{expected}: {body}");
+    }
+    assert!(!body.contains("id=\"upgrade-condition\""), "no Upgrading condition is recorded");
+    assert!(!body.contains("m-4: "), "a machine waiting for its reboot is not in flight");
+}
+
+#[tokio::test]
+async fn a_paused_kubernetes_upgrade_names_its_procedure_and_resumes() {
+    let f = Fixture::new().await;
+    let message = "machine m-1 (upgrading-kubelet to 1.32.0): applying the config: refused";
+    let status = json!({"phase": "updating", "message": message, "conditions": [{
+        "type": "KubernetesUpgrading", "status": "False", "reason": "Paused", "message": message,
+        "lastTransitionTime": "2026-11-25T06:00:00Z"}]});
+    let annotations = json!({"service.io/rollout-paused": "1 KubernetesUpgrading",
+                             "service.io/kubernetes-version": "1.31.0"});
+    tenant_at(&f, "1.32.0", annotations, status).await;
+    let admin = f.sign_in(ADMIN).await;
+
+    let page = f.get("/tenants/demo", Some(&admin)).await;
+    assert!(page.body.contains(&format!("The rollout is paused: {message}")), "{}", page.body);
+    let procedure = "The Kubernetes upgrade paused (condition <code>KubernetesUpgrading</code>).";
+    assert!(page.body.contains(procedure), "{}", page.body);
+    assert!(page.body.contains("KubernetesUpgrading: False (Paused)"), "{}", page.body);
+
+    let resumed = f.submit("/tenants/demo/resume", &admin, &[]).await;
+    assert_eq!(location(&resumed), "/tenants/demo");
+    let tenant: Tenant = f.store.get(&Key::tenant("demo")).expect("tenant").parse().expect("parses");
+    assert!(!tenant.metadata.annotations.contains_key("service.io/rollout-paused"), "resumed");
+    assert_eq!(tenant.metadata.annotations["service.io/kubernetes-version"], "1.31.0", "the rest is kept");
+    assert_eq!(tenant.spec.kubernetes_version, "1.32.0", "the spec is unchanged");
 }
 
 #[tokio::test]
@@ -70,6 +164,7 @@ async fn a_paused_rollout_shows_its_reason_and_resumes_for_writers_only() {
     let page = f.get("/tenants/demo", Some(&admin)).await;
     assert!(page.body.contains("The rollout is paused: m-1 did not come back with 1.14.1"), "{}", page.body);
     assert!(page.body.contains("Upgrading: False (Paused)"), "{}", page.body);
+    assert!(!page.body.contains("id=\"paused-procedure\""), "an older value names no procedure");
     assert!(page.body.contains("action=\"/tenants/demo/resume\""));
     let seen = f.get("/tenants/demo", Some(&viewer)).await;
     assert!(seen.body.contains("The rollout is paused"));

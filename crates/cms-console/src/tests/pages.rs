@@ -31,6 +31,7 @@ async fn the_tenant_page_shows_spec_conditions_groups_and_machines() {
         "<dd class=\"phase\" id=\"phase\" data-phase=\"provisioning\">provisioning</dd>",
         "<dd class=\"ready\" id=\"ready\">no</dd>",
         "<dd class=\"kubernetes\">1.31.0</dd>",
+        "<dd class=\"installer\">ghcr.io/siderolabs/installer:v",
         "<dd class=\"pod-network\">10.244.0.0/16</dd>",
         "<table id=\"conditions\"",
         "<tr data-condition=\"Ready\"><th class=\"type\" scope=\"row\">Ready</th><td class=\"status\">False</td><td class=\"reason\">Waiting</td>",

@@ -1,7 +1,9 @@
 //! A fake Kubernetes API server for tests: HTTPS with client certificates
 //! from the cluster's Kubernetes CA, the discovery kubectl needs, and Nodes
 //! and Pods that the test sets up and the client cordons, drains (by
-//! evictions, which a disruption budget may refuse) and deletes.
+//! evictions, which a disruption budget may refuse) and deletes. Each Node
+//! reports its kubelet's version (`status.nodeInfo.kubeletVersion`), as a
+//! kubelet does.
 //!
 //! Given a [`FakeEtcd`], it answers only once that etcd is bootstrapped:
 //! until then every request gets a 503 `Status` (and `/readyz` a 500).
@@ -89,7 +91,7 @@ impl FakeKube {
         if !options.listen.ip().is_unspecified() && !sans.contains(&ip) {
             sans.insert(0, ip);
         }
-        let config = server_config(&options.ca, &options.ca, &sans, false, b"http/1.1")?;
+        let config = server_config(&options.ca, &options.ca, &sans, b"http/1.1")?;
         let listener = TcpListener::bind(options.listen)
             .await
             .map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
@@ -111,8 +113,20 @@ impl FakeKube {
     }
 
     /// Registers a Ready Node, as a kubelet does when it starts; a Node
-    /// already there is Ready again, at this address and role.
+    /// already there is Ready again, at this address and role. A new Node's
+    /// kubelet claims the API's own version, `v1.32.0`; an existing one's
+    /// keeps its version.
     pub fn add_node(&self, name: &str, address: IpAddr, control_plane: bool) {
+        self.upsert_node(name, address, control_plane, None);
+    }
+
+    /// Registers a Ready Node whose kubelet runs `kubelet_version` (such as
+    /// `v1.32.0`), or updates it, as a kubelet does when it (re)starts.
+    pub fn register_node(&self, name: &str, address: IpAddr, control_plane: bool, kubelet_version: &str) {
+        self.upsert_node(name, address, control_plane, Some(kubelet_version));
+    }
+
+    fn upsert_node(&self, name: &str, address: IpAddr, control_plane: bool, kubelet_version: Option<&str>) {
         let mut data = self.inner.store.data();
         let now = SystemTime::now();
         match data.nodes.get_mut(name) {
@@ -123,6 +137,9 @@ impl FakeKube {
                 record.node.ready = true;
                 record.node.address = address;
                 record.node.control_plane = control_plane;
+                if let Some(version) = kubelet_version {
+                    record.node.kubelet_version = version.to_string();
+                }
             }
             None => {
                 let node = FakeKubeNode {
@@ -131,6 +148,7 @@ impl FakeKube {
                     ready: true,
                     unschedulable: false,
                     control_plane,
+                    kubelet_version: kubelet_version.unwrap_or(objects::KUBERNETES_VERSION).to_string(),
                 };
                 let uid = data.uid();
                 data.nodes

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::kube::state::{NodeRecord, PodKind, PodRecord};
 
-/// The Kubernetes version the fake API and its kubelets claim.
+/// The Kubernetes version the fake API claims, and a kubelet whose
+/// version no config named.
 pub(crate) const KUBERNETES_VERSION: &str = "v1.32.0";
 /// The label that makes a Node a control plane.
 const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
@@ -126,8 +127,8 @@ pub(crate) fn node(record: &NodeRecord, resource_version: u64) -> Value {
                 "lastTransitionTime": timestamp(record.transitioned),
             }],
             "nodeInfo": {
-                "kubeletVersion": KUBERNETES_VERSION,
-                "kubeProxyVersion": KUBERNETES_VERSION,
+                "kubeletVersion": node.kubelet_version,
+                "kubeProxyVersion": node.kubelet_version,
                 "osImage": "Talos",
                 "operatingSystem": "linux",
                 "architecture": "amd64",

@@ -20,6 +20,9 @@ pub struct FakeKubeNode {
     pub unschedulable: bool,
     /// Whether it has the label `node-role.kubernetes.io/control-plane`.
     pub control_plane: bool,
+    /// `status.nodeInfo.kubeletVersion`, such as `v1.32.0`: a fake node's
+    /// is the tag of the kubelet image its config names.
+    pub kubelet_version: String,
 }
 
 /// What owns a fake Pod, which decides whether a drain evicts it.

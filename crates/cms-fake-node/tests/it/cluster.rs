@@ -2,8 +2,8 @@
 //! nodes sharing one fake etcd: one bootstrap, members that join as control
 //! planes take their config, leaving, removal by id and reset.
 
+use cms_fake_node::proto::machine::BootstrapRequest as BootstrapMessage;
 use cms_fake_node::{FakeEtcd, FakeNode, FakeNodeOptions, Method, Payload};
-use cms_nodeapi::proto::machine::BootstrapRequest as BootstrapMessage;
 use cms_nodeapi::{ApplyMode, ApplyRequest, BootstrapRequest, NodeApi, NodeApiError, ResetRequest, WipeMode};
 use cms_talos::SecretsBundle;
 

@@ -219,6 +219,7 @@ async fn nodes_are_listed_cordoned_and_deleted() {
         ready: true,
         unschedulable: false,
         control_plane: true,
+        kubelet_version: "v1.32.0".into(),
     };
     assert_eq!(kube.nodes(), [cp0]);
     let methods: Vec<String> =
@@ -309,6 +310,7 @@ async fn fake_nodes_register_once_configured_and_the_api_waits_for_etcd() {
         ready: true,
         unschedulable: false,
         control_plane: true,
+        kubelet_version: "v1.32.0".into(),
     };
     assert_eq!(kube.nodes(), std::slice::from_ref(&registered));
     client()

@@ -2,9 +2,12 @@
 
 mod booted;
 mod cluster;
+mod identity;
 mod kube;
 mod kubectl;
+mod reboots;
 mod snapshot;
+mod upstream;
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +15,7 @@ use cms_fake_node::{FakeNode, FakeNodeOptions, Method, Payload};
 use cms_model::UserRole;
 use cms_nodeapi::{
     ApplyMode, ApplyRequest, NodeApi, NodeApiError, NodeCredentials, NodeTarget, TalosNodeClient,
-    UpgradeRequest, installer_image,
+    UpgradeRequest,
 };
 use cms_talos::SecretsBundle;
 
@@ -136,4 +139,9 @@ async fn failures_latency_and_stopping() {
     node.stop();
     let err = client().version(&target, &credentials).await.unwrap_err();
     assert!(matches!(err, NodeApiError::Connect { .. }), "{err:?}");
+}
+
+/// The default installer image of a Talos version, as the service names it.
+pub(crate) fn installer_image(version: &str) -> String {
+    cms_model::installer_image(&Default::default(), None, version)
 }

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use cms_fake_node::proto::machine::BootstrapRequest as BootstrapMessage;
 use cms_fake_node::{FakeEtcd, FakeNode, FakeNodeOptions, Method, Payload, SNAPSHOT_CHUNK, snapshot_bytes};
-use cms_nodeapi::proto::machine::BootstrapRequest as BootstrapMessage;
 use cms_nodeapi::{
     ApplyMode, ApplyRequest, BootstrapRequest, NodeApi, NodeApiError, TalosNodeClient, UploadStream,
 };

@@ -52,7 +52,7 @@ impl World {
 
     fn prober(&self) -> Prober {
         let options = ProberOptions::default();
-        let client = Arc::new(TalosNodeClient::new(options.per_machine));
+        let client = Arc::new(TalosNodeClient::new(options.deadline));
         Prober::new(self.store.clone(), self.bundles.clone(), client, self.clock.clone(), options)
     }
 

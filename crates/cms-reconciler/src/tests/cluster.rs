@@ -127,7 +127,9 @@ async fn control_planes_leave_etcd_one_at_a_time_before_they_go() {
     }
     assert_eq!(*f.etcd.changes.lock().unwrap(), ["leave cp-2", "leave cp-1"]);
     assert_eq!(*resets.lock().unwrap(), [("cp-2".to_string(), false), ("cp-1".to_string(), false)]);
-    assert_eq!(*f.kube.calls.lock().unwrap(), ["delete node-cp-2", "delete node-cp-1"]);
+    // Each is drained before it leaves etcd, as a worker is.
+    let calls = ["cordon node-cp-2", "delete node-cp-2", "cordon node-cp-1", "delete node-cp-1"];
+    assert_eq!(*f.kube.calls.lock().unwrap(), calls);
     assert_eq!(ids(&f), ["cp-0"]);
     assert!(f.ctx.tofu.runs() > runs, "the apply ran once both had left");
     let status = tenant(f.store.as_ref(), "acme").status;

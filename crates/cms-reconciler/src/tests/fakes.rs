@@ -1,7 +1,8 @@
 //! Fakes of the cluster for unit tests: an etcd over any `NodeClient` mock
 //! (its members are the tenant's connected control planes, less those that
 //! left), and a Kubernetes API whose Nodes are the tenant's connected
-//! machines, each Ready unless a test says otherwise.
+//! machines, each Ready unless a test says otherwise, reporting the kubelet
+//! version a test (or a fake node) sets.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,14 +42,18 @@ pub(super) struct Etcd {
     pub(super) left: Mutex<BTreeSet<String>>,
     /// Machines whose member does not answer.
     pub(super) silent: Mutex<BTreeSet<String>>,
-    /// Every membership or leadership call and every upgrade, in order: `leave
-    /// <machine>`, `remove <machine> by <machine>`, `forfeit <machine>`,
-    /// `upgrade <machine>`.
+    /// Every membership or leadership call, every upgrade and every reboot
+    /// for a config, in order: `leave <machine>`, `remove <machine> by
+    /// <machine>`, `forfeit <machine>`, `upgrade <machine>`, `reboot
+    /// <machine>`.
     pub(super) changes: Mutex<Vec<String>>,
     /// The machine whose member leads; the first member when unset.
     pub(super) leader: Mutex<Option<String>>,
     /// Members name no leader (as during an election).
     pub(super) no_leader: AtomicBool,
+    /// The `changes` and every `Reset` a node acknowledged (`reset
+    /// <machine>`), in one order.
+    pub(super) journal: Mutex<Vec<String>>,
 }
 
 impl Etcd {
@@ -61,7 +66,14 @@ impl Etcd {
             changes: Mutex::default(),
             leader: Mutex::default(),
             no_leader: AtomicBool::new(false),
+            journal: Mutex::default(),
         }
+    }
+
+    /// Records a membership or leadership change, an upgrade or a reboot.
+    fn change(&self, change: String) {
+        self.journal.lock().unwrap().push(change.clone());
+        self.changes.lock().unwrap().push(change);
     }
 
     /// The machine whose member leads.
@@ -113,9 +125,18 @@ impl NodeClient for Etcd {
         self.inner.version(node).await
     }
 
-    async fn upgrade(&self, node: &NodeRef, version: &str) -> Result<(), NodeError> {
-        self.changes.lock().unwrap().push(format!("upgrade {}", node.machine));
-        self.inner.upgrade(node, version).await
+    async fn apply_config_reboot(&self, node: &NodeRef, config: &str) -> Result<(), NodeError> {
+        self.change(format!("reboot {}", node.machine));
+        self.inner.apply_config_reboot(node, config).await
+    }
+
+    async fn boot_time(&self, node: &NodeRef) -> Result<u64, NodeError> {
+        self.inner.boot_time(node).await
+    }
+
+    async fn upgrade(&self, node: &NodeRef, image: &str) -> Result<(), NodeError> {
+        self.change(format!("upgrade {}", node.machine));
+        self.inner.upgrade(node, image).await
     }
 
     async fn bootstrap(&self, node: &NodeRef) -> Result<Bootstrapped, NodeError> {
@@ -159,7 +180,7 @@ impl NodeClient for Etcd {
 
     async fn etcd_forfeit_leadership(&self, node: &NodeRef) -> Result<Option<String>, NodeError> {
         self.check(node)?;
-        self.changes.lock().unwrap().push(format!("forfeit {}", node.machine));
+        self.change(format!("forfeit {}", node.machine));
         if self.leading(&node.tenant).as_deref() != Some(node.machine.as_str()) {
             return Ok(None);
         }
@@ -172,7 +193,7 @@ impl NodeClient for Etcd {
 
     async fn etcd_leave(&self, node: &NodeRef) -> Result<(), NodeError> {
         self.check(node)?;
-        self.changes.lock().unwrap().push(format!("leave {}", node.machine));
+        self.change(format!("leave {}", node.machine));
         self.left.lock().unwrap().insert(node.machine.clone());
         Ok(())
     }
@@ -184,13 +205,15 @@ impl NodeClient for Etcd {
             .iter()
             .find(|(_, member)| member.id == id)
             .ok_or_else(|| super::refused("no such member"))?;
-        self.changes.lock().unwrap().push(format!("remove {gone} by {}", node.machine));
+        self.change(format!("remove {gone} by {}", node.machine));
         self.left.lock().unwrap().insert(gone.clone());
         Ok(())
     }
 
     async fn reset(&self, node: &NodeRef, graceful: bool) -> Result<(), NodeError> {
-        self.inner.reset(node, graceful).await
+        self.inner.reset(node, graceful).await?;
+        self.journal.lock().unwrap().push(format!("reset {}", node.machine));
+        Ok(())
     }
 }
 
@@ -207,6 +230,9 @@ pub(super) struct Kube {
     /// Every change: `cordon <node>`, `evict <pod>`, `delete <node>`.
     pub(super) calls: Mutex<Vec<String>>,
     pub(super) deleted: Mutex<BTreeSet<String>>,
+    /// The kubelet version each machine's Node reports, by machine; none
+    /// when unset.
+    pub(super) kubelets: Mutex<BTreeMap<String, String>>,
 }
 
 impl Kube {
@@ -234,11 +260,13 @@ impl KubeClient for Kube {
         let not_ready = self.not_ready.lock().unwrap();
         let deleted = self.deleted.lock().unwrap();
         let calls = self.calls.lock().unwrap();
+        let kubelets = self.kubelets.lock().unwrap();
         Ok(connected(store.as_ref(), tenant)
             .into_iter()
             .map(|machine| (format!("node-{}", machine.metadata.name), machine))
             .filter(|(name, _)| !deleted.contains(name))
             .map(|(name, machine)| KubeNode {
+                kubelet_version: kubelets.get(&machine.metadata.name).cloned(),
                 ready: !not_ready.contains(&name),
                 reason: match not_ready.contains(&name) {
                     true => "KubeletNotReady: container runtime is down".into(),

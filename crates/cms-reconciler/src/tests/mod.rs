@@ -22,7 +22,12 @@ use crate::{Action, Context, reconcile};
 
 mod cluster;
 mod fakes;
+mod hosts;
+mod kubernetes;
 mod leader;
+mod liveness;
+mod reboots;
+mod replacing;
 mod trust;
 mod upgrades;
 
@@ -35,9 +40,11 @@ pub(super) fn refused(message: &str) -> NodeError {
 
 /// A fake engine: `apply` records the workspace's `terraform_data`
 /// resources as its state, `destroy` fails while `fail_destroy` is set.
+/// Every invocation's arguments are kept in `args`.
 #[derive(Default)]
 struct FakeEngine {
     state: Mutex<Value>,
+    args: Mutex<Vec<Vec<String>>>,
     fail_destroy: AtomicBool,
     fail_apply: AtomicBool,
 }
@@ -45,6 +52,7 @@ struct FakeEngine {
 #[async_trait]
 impl Runner for FakeEngine {
     async fn run(&self, invocation: Invocation) -> Result<Output, TofuError> {
+        self.args.lock().unwrap().push(invocation.args.clone());
         let ok =
             |stdout: String| Ok(Output { code: Some(0), stdout: stdout.into_bytes(), stderr: Vec::new() });
         let failed = |message: &str| {
@@ -85,7 +93,7 @@ struct Fixture {
 /// test can change every config at once.
 fn renderer(extra: Arc<Mutex<String>>) -> Arc<dyn MachineConfigs> {
     let mut configs = MockMachineConfigs::new();
-    configs.expect_render().returning(move |_, _, role| {
+    configs.expect_render().returning(move |_, _, role, _| {
         Ok(format!("machine:\n  type: {}\n{}", role.as_str(), extra.lock().unwrap()))
     });
     Arc::new(configs)
@@ -180,7 +188,7 @@ async fn metal_hosts_take_their_configs_in_maintenance_mode_then_become_ready() 
         })
         .times(3)
         .returning(|_, _, _| Ok(()));
-    nodes.expect_version().times(3).returning(|_| Ok("1.14.0".into()));
+    nodes.expect_version().times(3..).returning(|_| Ok("1.14.0".into()));
     nodes
         .expect_bootstrap()
         .withf(|node| node.machine == "cp-0")
@@ -366,11 +374,11 @@ async fn cloud_instances_boot_with_rendered_configs() {
     let mut configs = MockMachineConfigs::new();
     configs
         .expect_render()
-        .withf(|tenant, group, role| {
+        .withf(|tenant, group, role, _| {
             tenant == "acme" && group == "cp" && *role == cms_model::Role::ControlPlane
         })
         .times(1)
-        .returning(|_, _, _| Ok("machine: {}\n".to_string()));
+        .returning(|_, _, _, _| Ok("machine: {}\n".to_string()));
     let plan = crate::desired(&tenant, Some(&configs), &Default::default(), false).await.unwrap();
     assert_eq!(plan.machines.len(), 2);
     assert!(plan.machines.iter().all(|m| m.user_data.as_deref() == Some("machine: {}\n")));
@@ -384,7 +392,7 @@ async fn cloud_instances_boot_with_rendered_configs() {
     ] {
         let mut configs = MockMachineConfigs::new();
         let failure = std::sync::Mutex::new(Some(failure));
-        configs.expect_render().returning(move |_, _, _| Err(failure.lock().unwrap().take().unwrap()));
+        configs.expect_render().returning(move |_, _, _, _| Err(failure.lock().unwrap().take().unwrap()));
         let err = crate::desired(&tenant, Some(&configs), &Default::default(), false).await.unwrap_err();
         assert!(matches!(err, crate::ReconcileError::Render { ref group, .. } if group == "cp"), "{err}");
         assert_eq!(err.is_transient(), transient, "{err}");
@@ -402,7 +410,7 @@ async fn cloud_instances_boot_with_rendered_configs() {
         .annotations
         .insert(cms_tenancy::MADE_ENDPOINT_ANNOTATION.into(), "https://10.9.0.2:6443".into());
     let mut configs = MockMachineConfigs::new();
-    configs.expect_render().returning(|_, _, _| Ok("machine: {}\n".to_string()));
+    configs.expect_render().returning(|_, _, _, _| Ok("machine: {}\n".to_string()));
     let plan = crate::desired(&tenant, Some(&configs), &Default::default(), false).await.unwrap();
     assert!(plan.network.load_balancer && !plan.network.instances_held);
     // A tenant with instances already never gets one made: holding its

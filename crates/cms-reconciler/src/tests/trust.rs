@@ -45,8 +45,10 @@ async fn a_configured_host_that_fails_the_tenants_ca_gets_nothing_and_its_status
     let machines_now = machines(f.store.as_ref(), "acme");
     for machine in &machines_now {
         let message = machine.status.message.as_deref().unwrap_or_default();
-        assert!(message.starts_with("applying the machine config: the node's certificate at "), "{message}");
-        assert!(message.ends_with("is not signed by the tenant's OS CA"), "{message}");
+        assert!(message.contains("does not answer as this tenant's node"), "{message}");
+        assert!(message.contains("a replaced host or an impostor"), "{message}");
+        assert_eq!(machine.status.stage, crate::STAGE_UNRECOGNIZED);
+        assert!(!machine.spec.connected);
         assert!(machine.metadata.annotations.contains_key(crate::CONFIG_HASH_ANNOTATION), "still configured");
     }
     let before: Vec<_> = machines_now.iter().map(|m| m.metadata.annotations.clone()).collect();
@@ -180,9 +182,16 @@ async fn a_reset_that_times_out_leaves_a_host_then_only_asked_with_the_tenants_c
     let annotations = super::tenant(f.store.as_ref(), "acme").metadata.annotations;
     assert!(!annotations.contains_key(crate::CONFIGURED_HOSTS_ANNOTATION), "held again");
 
-    // An operator who wiped the host by hand DELETEs the machine: it starts anew.
+    // An operator DELETEs the machine: it leaves first (its `Reset` is not
+    // answered, so until the timeout), then starts anew.
     let before = applied.lock().unwrap().len();
     f.store.delete(Key::child(Kind::Machine, "acme", "workers-1")).await.unwrap();
+    reconcile("acme", &f.ctx).await.unwrap();
+    let leaving = machine(f.store.as_ref(), "workers-1").unwrap();
+    assert_eq!(leaving.status.stage, "resetting");
+    assert!(leaving.metadata.deletion_timestamp.is_some());
+    assert_eq!(applied.lock().unwrap().len(), before, "nothing is sent before it left");
+    backdate(f.store.as_ref(), "workers-1").await;
     reconcile("acme", &f.ctx).await.unwrap();
     let after = applied.lock().unwrap()[before..].to_vec();
     assert_eq!(after, [("10.0.1.2:50000".to_string(), false)]);

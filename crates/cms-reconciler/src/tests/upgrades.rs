@@ -77,7 +77,16 @@ impl NodeClient for Upgradable {
         Ok(if calls.len() == 1 { Bootstrapped::Now } else { Bootstrapped::Already })
     }
 
-    async fn upgrade(&self, node: &cms_tenancy::NodeRef, version: &str) -> Result<(), NodeError> {
+    async fn apply_config_reboot(&self, _: &cms_tenancy::NodeRef, _: &str) -> Result<(), NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn boot_time(&self, _: &cms_tenancy::NodeRef) -> Result<u64, NodeError> {
+        Err(refused("not asked here"))
+    }
+
+    async fn upgrade(&self, node: &cms_tenancy::NodeRef, image: &str) -> Result<(), NodeError> {
+        let version = image.rsplit_once(":v").map_or(image, |(_, version)| version);
         self.upgrades.lock().unwrap().push(node.machine.clone());
         if self.fail.lock().unwrap().as_deref() == Some(node.machine.as_str()) {
             return Err(refused("the disk is full"));

@@ -67,7 +67,7 @@ pub(crate) async fn state(store: Arc<dyn cms_store::Store>, options: ServiceOpti
 fn prober(store: &Arc<dyn cms_store::Store>, secrets: &Arc<cms_tenancy::Secrets>) -> Arc<cms_prober::Prober> {
     let options = cms_prober::ProberOptions::default();
     let credentials = Arc::new(cms_tenancy::SealedCredentials::new(store.clone(), secrets.clone()));
-    let client = cms_tenancy::talos_node_api(options.per_machine);
+    let client = cms_tenancy::talos_node_api(options.deadline);
     Arc::new(cms_prober::Prober::new(
         store.clone(),
         credentials,

@@ -75,7 +75,9 @@ async fn a_tenant_is_probed_through_its_own_ca() {
     assert_eq!(health["machineCount"], 2);
     assert!(health["probedAt"].as_str().is_some_and(|at| at.ends_with('Z')), "{health}");
     assert!(health.get("error").is_none());
-    assert_eq!(node.calls().len(), 1);
+    // Both machines are asked at once; the control plane's answer decides,
+    // and the worker's call may be dropped before it reaches the node.
+    assert!((1..=2).contains(&node.calls().len()), "{:?}", node.calls());
     h.get("/api/v1/tenants/nobody/health").await.error(404, "NotFound");
 }
 

@@ -194,7 +194,7 @@ fn backups(tenancy: &Tenancy, dir: &TempDir) -> Backups {
 pub(crate) fn prober(tenancy: &Tenancy, clock: Arc<dyn Clock>, options: ProberOptions) -> Arc<Prober> {
     let store = tenancy.store().clone();
     let credentials = Arc::new(SealedCredentials::new(store.clone(), tenancy.secrets().clone()));
-    let client = cms_tenancy::talos_node_api(options.per_machine);
+    let client = cms_tenancy::talos_node_api(options.deadline);
     Arc::new(Prober::new(store, credentials, client, clock, options))
 }
 

@@ -181,6 +181,12 @@ pub async fn tenant_deletion_and_finalizers(url: &str) {
     assert_eq!(again, Deleted::Marked(marked.clone()), "a second delete changes nothing");
     let refused = store.update(t.clone(), tenant_draft("1.31.1", None), marked.resource_version).await;
     assert!(matches!(refused, Err(StoreError::Refused(_))), "{refused:?}");
+    let mut annotated = tenant_draft("1.31.0", None);
+    annotated.annotations.insert("service.io/note".into(), "leaving".into());
+    let annotated =
+        store.update(t.clone(), annotated, marked.resource_version).await.expect("annotations change");
+    assert!(annotated.deleting, "still being deleted");
+    assert_eq!(body(store.as_ref(), &t)["metadata"]["annotations"]["service.io/note"], "leaving");
     let child = store.create(Key::child(Kind::ConfigPatch, "a", "q"), patch).await;
     assert!(matches!(child, Err(StoreError::Refused(_))), "{child:?}");
     let mut watch = store.watch(Kind::NodeGroup, Some(store.revision())).await.expect("watch");

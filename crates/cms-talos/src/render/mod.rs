@@ -60,8 +60,12 @@ pub struct RenderInput<'a> {
     pub role: Role,
     /// `MAJOR.MINOR.PATCH`, with or without a leading `v`; 1.8 to 1.14.
     pub talos_version: String,
-    /// `MAJOR.MINOR.PATCH`, with or without a leading `v`.
+    /// `MAJOR.MINOR.PATCH`, with or without a leading `v`: the control-plane
+    /// components' version, and the kubelet's unless `kubelet_version` says.
     pub kubernetes_version: String,
+    /// The kubelet's version, while a Kubernetes upgrade moves the
+    /// control-plane components ahead of it; `kubernetes_version` when absent.
+    pub kubelet_version: Option<String>,
     /// `https://HOST:PORT`; when absent, derived from the first control-plane address.
     pub control_plane_endpoint: Option<String>,
     /// The control-plane machines' addresses, in order.
@@ -72,7 +76,9 @@ pub struct RenderInput<'a> {
     pub service_networks: Vec<String>,
     /// Extra SANs for the machine and API server certificates.
     pub cert_sans: Vec<String>,
-    /// The installer image; `ghcr.io/siderolabs/installer:v<talosVersion>` when absent.
+    /// The installer image, with its tag, as `cms_model::installer_image`
+    /// chooses it for a tenant's machine (a schematic's or a named
+    /// repository); `ghcr.io/siderolabs/installer:v<talosVersion>` when absent.
     pub install_image: Option<String>,
     pub bundle: &'a SecretsBundle,
     /// The resolved patches, in order; disabled ones and ones for the other role are skipped.
@@ -143,6 +149,7 @@ struct Context<'a> {
     control_plane: bool,
     cluster_name: &'a str,
     kubernetes_version: String,
+    kubelet_version: String,
     endpoint: String,
     pod_networks: Vec<String>,
     service_networks: Vec<String>,
@@ -160,6 +167,11 @@ impl<'a> Context<'a> {
         }
         let kubernetes_version = normalize_version("kubernetesVersion", &input.kubernetes_version)
             .map_err(|err| TalosError::InvalidInput(err.to_string()))?;
+        let kubelet_version = match &input.kubelet_version {
+            Some(kubelet) => normalize_version("kubeletVersion", kubelet)
+                .map_err(|err| TalosError::InvalidInput(err.to_string()))?,
+            None => kubernetes_version.clone(),
+        };
         let endpoint =
             control_plane_endpoint(input.control_plane_endpoint.as_deref(), &input.control_plane_addresses)?;
         let or_default = |networks: &[String], default: &str| {
@@ -176,6 +188,7 @@ impl<'a> Context<'a> {
             control_plane: input.role == Role::ControlPlane,
             cluster_name: &input.cluster_name,
             kubernetes_version,
+            kubelet_version,
             endpoint,
             pod_networks: or_default(&input.pod_networks, DEFAULT_POD_NETWORK),
             service_networks: or_default(&input.service_networks, DEFAULT_SERVICE_NETWORK),
@@ -196,7 +209,7 @@ impl<'a> Context<'a> {
     /// A Kubernetes component image for the cluster's Kubernetes version.
     fn image(&self, component: &str) -> String {
         match component {
-            "kubelet" => format!("ghcr.io/siderolabs/kubelet:v{}", self.kubernetes_version),
+            "kubelet" => format!("ghcr.io/siderolabs/kubelet:v{}", self.kubelet_version),
             other => format!("registry.k8s.io/{other}:v{}", self.kubernetes_version),
         }
     }

@@ -39,6 +39,7 @@ pub(crate) fn input(talos_version: &str, role: Role) -> RenderInput<'static> {
         role,
         talos_version: talos_version.into(),
         kubernetes_version: KUBERNETES.into(),
+        kubelet_version: None,
         control_plane_endpoint: None,
         control_plane_addresses: vec!["10.0.0.10".into(), "10.0.0.11".into()],
         pod_networks: vec![],

@@ -24,6 +24,11 @@ fn a_ready_node_has_its_addresses_and_no_reason() {
                 {"type": "InternalIP", "address": "10.0.0.5"},
                 {"type": "Hostname", "address": "cp-1"},
             ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.32.0", "architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
+                "kernelVersion": "", "kubeProxyVersion": "", "machineID": "", "operatingSystem": "linux",
+                "osImage": "Talos", "systemUUID": "",
+            },
             "conditions": [
                 {"type": "MemoryPressure", "status": "False"},
                 {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"},
@@ -38,6 +43,7 @@ fn a_ready_node_has_its_addresses_and_no_reason() {
             ready: true,
             reason: String::new(),
             unschedulable: true,
+            kubelet_version: Some("1.32.0".into()),
         }
     );
 }

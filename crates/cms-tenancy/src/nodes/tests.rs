@@ -41,7 +41,7 @@ fn refused(_maintenance: bool) -> Result<ApplyOutcome, NodeApiError> {
 }
 
 fn accepted(_maintenance: bool) -> Result<ApplyOutcome, NodeApiError> {
-    Ok(ApplyOutcome { warnings: Vec::new(), mode_details: String::new() })
+    Ok(ApplyOutcome { mode: ApplyMode::NoReboot, warnings: Vec::new(), mode_details: String::new() })
 }
 
 #[tokio::test]

@@ -11,6 +11,8 @@ use cms_tenancy::{Secrets, SecretsOptions, Tenancy, TenancyError};
 use futures_util::StreamExt;
 use tempfile::TempDir;
 
+mod installer;
+mod kubernetes_versions;
 mod nodes;
 mod sizes;
 
