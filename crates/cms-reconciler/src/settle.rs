@@ -42,7 +42,7 @@ use cms_model::{Kind, Machine, MachineSpec, MachineStatus, Provider, Role, Tenan
 use cms_store::{Draft, Key, StoreError};
 use cms_tenancy::{KubernetesVersions, NodeError};
 use cms_tofu::{MachinePlan, WorkspacePlan};
-use futures_util::future::join_all;
+use futures_util::{StreamExt, stream};
 use sha2::{Digest, Sha256};
 
 use crate::cluster;
@@ -61,6 +61,9 @@ pub const CONFIG_HASH_ANNOTATION: &str = "service.io/config-hash";
 /// came back). It is configured, so it is only spoken to over mTLS, and
 /// since no fingerprint equals it, its config is due.
 pub const CONFIG_UNKNOWN: &str = "unknown";
+
+/// How many machines are configured or asked at once.
+const AT_ONCE: usize = 32;
 
 /// Why a metal host's config cannot be rendered without a renderer.
 const NO_RENDERER: &str = "this server renders no machine configs";
@@ -110,11 +113,12 @@ pub(crate) async fn settle(
 ) -> Result<Settled, ReconcileError> {
     let name = tenant.metadata.name.as_str();
     // Machines in a rolling step are the rollout's.
-    let live: Vec<(Machine, MachinePlan)> = view
+    let mut live: Vec<(Machine, MachinePlan)> = view
         .live()
         .filter(|machine| !rollout::in_flight(machine))
         .filter_map(|machine| Some((machine.clone(), planned(plan, &machine.metadata.name)?.clone())))
         .collect();
+    live.sort_by_key(|(_, plan)| plan.role != Role::ControlPlane);
     let mut configs: HashMap<(String, Option<KubernetesVersions>), Result<String, String>> = HashMap::new();
     for (machine, machine_plan) in &live {
         let versions = kubernetes.versions_of(machine);
@@ -128,16 +132,18 @@ pub(crate) async fn settle(
     let config_of = |machine: &Machine, plan: &MachinePlan| {
         configs.get(&(plan.group.clone(), kubernetes.versions_of(machine)))
     };
-    // Control planes one at a time, then the workers at once.
+    // Control planes one at a time, then the workers, several at once; the
+    // outcomes in the order of `live`, control planes first.
+    let control_planes = live.iter().take_while(|(_, plan)| plan.role == Role::ControlPlane).count();
     let mut configured = Vec::new();
-    for (machine, plan) in live.iter().filter(|(_, plan)| plan.role == Role::ControlPlane) {
+    for (machine, plan) in &live[..control_planes] {
         configured.push(configure(name, machine, plan, config_of(machine, plan), ctx).await);
     }
-    let workers = live
+    let workers: Vec<_> = live[control_planes..]
         .iter()
-        .filter(|(_, plan)| plan.role != Role::ControlPlane)
-        .map(|(machine, plan)| configure(name, machine, plan, config_of(machine, plan), ctx));
-    configured.extend(join_all(workers).await);
+        .map(|(machine, plan)| configure(name, machine, plan, config_of(machine, plan), ctx))
+        .collect();
+    configured.extend(stream::iter(workers).buffered(AT_ONCE).collect::<Vec<_>>().await);
     // Then every machine answers, or not.
     let checks = configured.into_iter().zip(&live).map(|(mut outcome, (machine, plan))| {
         // The versions of an upgrade that no longer rolls mean nothing.
@@ -146,8 +152,9 @@ pub(crate) async fn settle(
         }
         check(name, machine, plan, outcome, ctx)
     });
+    let checks: Vec<_> = checks.collect();
     let mut settled = Settled::default();
-    for outcome in join_all(checks).await {
+    for outcome in stream::iter(checks).buffered(AT_ONCE).collect::<Vec<_>>().await {
         let (written, problem, off) = outcome?;
         let id = written.as_ref().map(|machine| machine.metadata.name.clone());
         if let (Some(id), Some(reason)) = (&id, problem) {

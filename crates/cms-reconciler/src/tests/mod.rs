@@ -458,3 +458,31 @@ async fn the_applied_inputs_live_in_the_store_and_leave_the_generation_alone() {
     reconcile("acme", &ctx).await.unwrap();
     assert_eq!(ctx.tofu.runs(), runs);
 }
+
+#[tokio::test]
+async fn each_machine_keeps_its_own_config_when_workers_sort_before_control_planes() {
+    let mut nodes = MockNodeClient::new();
+    nodes
+        .expect_apply_config()
+        .withf(|node, config, _| {
+            let role = if node.machine.starts_with("cp") { "controlplane" } else { "worker" };
+            config.contains(&format!("type: {role}"))
+        })
+        .returning(|_, _, _| Ok(()));
+    nodes.expect_version().returning(|_| Ok("1.14.0".into()));
+    nodes.expect_bootstrap().returning(|_| Ok(Bootstrapped::Now));
+    let f = fixture(Arc::new(nodes)).await;
+    let spec = json!({"kubernetesVersion": "1.31.1", "nodeGroups": [
+        {"name": "apps", "role": "worker", "count": 2, "providerClass": "metal:bare", "providerConfig": {"hosts": hosts(2, 1)}, "configPatches": []},
+        {"name": "cp", "role": "controlplane", "count": 1, "providerClass": "metal:bare", "providerConfig": {"hosts": hosts(1, 0)}, "configPatches": []},
+    ]});
+    f.store.create(Key::tenant("acme"), Draft { spec, ..Draft::default() }).await.unwrap();
+    reconcile("acme", &f.ctx).await.unwrap();
+    for machine in machines(f.store.as_ref(), "acme") {
+        let role = if machine.metadata.name.starts_with("cp") { "controlplane" } else { "worker" };
+        let own = crate::settle::fingerprint(&format!("machine:\n  type: {role}\n"));
+        let taken = machine.metadata.annotations.get(crate::CONFIG_HASH_ANNOTATION);
+        assert_eq!(taken, Some(&own), "{} took its own config", machine.metadata.name);
+        assert!(machine.spec.connected, "{}", machine.metadata.name);
+    }
+}
