@@ -2,6 +2,9 @@
 
 use thiserror::Error;
 
+/// How Talos's refusal of a change that needs a reboot begins.
+const IMMEDIATE_REFUSAL: &str = "can't be applied in immediate mode";
+
 /// A failed node API call.
 #[derive(Debug, Error)]
 pub enum NodeApiError {
@@ -53,13 +56,26 @@ impl NodeApiError {
         matches!(self, NodeApiError::Status { status, .. } if status.code() == tonic::Code::AlreadyExists)
     }
 
-    /// Whether the node answered `InvalidArgument`: to an `ApplyConfiguration`
-    /// in `NoReboot` (or `Try`) mode, Talos's answer to a change it cannot
-    /// apply without a reboot ("this config change can't be applied in
-    /// immediate mode", `CanApplyImmediate` in machined's v1alpha1 runtime).
-    /// Talos gives the same code to a config it cannot parse or validate.
+    /// Whether the node refused an `ApplyConfiguration` in `NoReboot` (or
+    /// `Try`) mode because the change needs a reboot: Talos answers
+    /// `InvalidArgument` with "this config change can't be applied in
+    /// immediate mode" (`CanApplyImmediate` in machined's v1alpha1
+    /// runtime). The same code for a config it cannot parse or validate is
+    /// not that.
     pub fn is_reboot_required(&self) -> bool {
-        matches!(self, NodeApiError::Status { status, .. } if status.code() == tonic::Code::InvalidArgument)
+        matches!(self, NodeApiError::Status { status, .. }
+            if status.code() == tonic::Code::InvalidArgument && status.message().contains(IMMEDIATE_REFUSAL))
+    }
+
+    /// The first line of the node's answer, without what follows it: to a
+    /// change that needs a reboot, Talos appends a diff of the configs, which
+    /// holds their secrets.
+    pub fn first_line(&self) -> String {
+        let message = match self {
+            NodeApiError::Status { status, .. } => status.message().to_string(),
+            other => other.to_string(),
+        };
+        message.lines().next().unwrap_or_default().chars().take(200).collect()
     }
 }
 
@@ -67,10 +83,13 @@ impl NodeApiError {
 mod tests {
     use super::*;
 
+    const REFUSAL: &str =
+        "this config change can't be applied in immediate mode\ndiff:\n-  token: abc\n+  env: x";
+
     fn answered(code: tonic::Code) -> NodeApiError {
         NodeApiError::Status {
             endpoint: "10.0.0.1:50000".into(),
-            status: Box::new(tonic::Status::new(code, "")),
+            status: Box::new(tonic::Status::new(code, REFUSAL)),
         }
     }
 
@@ -79,6 +98,14 @@ mod tests {
         assert!(answered(tonic::Code::InvalidArgument).is_reboot_required());
         assert!(!answered(tonic::Code::Unavailable).is_reboot_required());
         assert!(!answered(tonic::Code::AlreadyExists).is_reboot_required());
+        let invalid = NodeApiError::Status {
+            endpoint: "10.0.0.1:50000".into(),
+            status: Box::new(tonic::Status::invalid_argument("failed to parse config: yaml: line 3")),
+        };
+        assert!(!invalid.is_reboot_required(), "a config Talos cannot parse needs no reboot");
+        let line = answered(tonic::Code::InvalidArgument).first_line();
+        assert_eq!(line, "this config change can't be applied in immediate mode");
+        assert!(!line.contains("token"), "the diff stays out");
         let reported = NodeApiError::Node { hostname: "n".into(), message: "invalid".into() };
         assert!(!reported.is_reboot_required());
     }

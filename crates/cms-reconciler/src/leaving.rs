@@ -270,6 +270,10 @@ async fn record(
 async fn rejoin(ctx: &Context, tenant: &str, machine: &Machine) -> Result<Option<Machine>, ReconcileError> {
     let mut annotations = machine.metadata.annotations.clone();
     annotations.remove(LEAVING_ANNOTATION);
+    // A rolling step it was in is over: it is due again, if it still is.
+    for step in crate::rollout::IN_FLIGHT_ANNOTATIONS {
+        annotations.remove(step);
+    }
     if annotations.contains_key(CONFIG_HASH_ANNOTATION) {
         annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), CONFIG_UNKNOWN.to_string());
     }

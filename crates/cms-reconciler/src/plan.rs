@@ -81,7 +81,7 @@ pub async fn desired(
                     ))
                 })?;
                 // Where the cluster's Kubernetes is, while an upgrade rolls.
-                let versions = KubernetesRollout::of(tenant).starting();
+                let versions = Some(KubernetesRollout::of(tenant).starting());
                 let config = configs
                     .render(name.clone(), group.name.clone(), group.role, versions)
                     .await

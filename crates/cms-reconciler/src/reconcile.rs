@@ -183,7 +183,8 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     // the cluster.
     let settled = settle(tenant, &plan, &mut view, &kubernetes, ctx).await?;
     let procedures = rollout::procedures(tenant, &kubernetes, ctx);
-    let rollout = rollout::advance(tenant, generation, &plan, &mut view, &procedures, ctx).await?;
+    let steps = (procedures.as_slice(), leaving.settled());
+    let rollout = rollout::advance(tenant, generation, &plan, &mut view, steps, ctx).await?;
     let bootstrap = bootstrap::ensure(tenant, &plan, &view, ctx).await?;
     let observed = match &bootstrap {
         Bootstrap::Done(_) => {

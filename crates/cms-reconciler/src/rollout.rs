@@ -40,7 +40,7 @@ use cms_store::{Draft, Key, StoreError};
 use cms_tenancy::NodeRef;
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
-use crate::cluster::node_ref;
+use crate::cluster::{self, node_ref};
 use crate::leader;
 use crate::machines::planned;
 use crate::status::UPGRADING;
@@ -162,29 +162,39 @@ pub(crate) fn procedures(
     ]
 }
 
+/// The annotations of a machine in a rolling step, one per procedure.
+pub(crate) const IN_FLIGHT_ANNOTATIONS: [&str; 4] =
+    [UPGRADING_ANNOTATION, REBOOTING_ANNOTATION, KUBERNETES_COMPONENTS_ANNOTATION, KUBELET_ANNOTATION];
+
 /// Whether a machine is in a rolling step of any procedure.
 pub(crate) fn in_flight(machine: &Machine) -> bool {
-    [UPGRADING_ANNOTATION, REBOOTING_ANNOTATION, KUBERNETES_COMPONENTS_ANNOTATION, KUBELET_ANNOTATION]
-        .iter()
-        .any(|annotation| machine.metadata.annotations.contains_key(*annotation))
+    IN_FLIGHT_ANNOTATIONS.iter().any(|annotation| machine.metadata.annotations.contains_key(*annotation))
 }
 
 /// Takes the rollout one step: looks at the machines in flight, then
 /// starts the next batch of the first procedure with machines due when
-/// none is.
+/// none is, and `may_start` (no machine is on its way out, which would
+/// leave etcd or a group short of one more).
 pub(crate) async fn advance(
     tenant: &Tenant,
     generation: u64,
     plan: &WorkspacePlan,
     view: &mut View,
-    procedures: &[Box<dyn Procedure>],
+    (procedures, may_start): (&[Box<dyn Procedure>], bool),
     ctx: &Context,
 ) -> Result<Rollout, ReconcileError> {
     let name = tenant.metadata.name.as_str();
     if let Some(paused) = tenant.metadata.annotations.get(PAUSED_ANNOTATION) {
         let (at, condition) = paused.split_once(' ').unwrap_or((paused, UPGRADING));
         if at == generation.to_string() {
-            let reason = tenant.status.message.clone().unwrap_or_else(|| "the rollout is paused".into());
+            // The reason is in the procedure's condition, which only the
+            // rollout writes.
+            let recorded =
+                tenant.status.conditions.iter().find(|c| c.kind == condition && c.reason == "Paused");
+            let reason = recorded
+                .map(|c| c.message.clone())
+                .or_else(|| tenant.status.message.clone())
+                .unwrap_or_else(|| "the rollout is paused".into());
             return Ok(Rollout::Paused { condition: condition.to_string(), reason });
         }
         // The spec changed since: resume.
@@ -219,6 +229,12 @@ pub(crate) async fn advance(
                             procedure.stage(),
                             procedure.timeout().as_secs()
                         );
+                        // The step is given up: the machine is due again, and
+                        // the node work reaches it, while the rollout is
+                        // paused; a resume starts its step anew.
+                        let status =
+                            MachineStatus { stage: "joining".into(), ready: false, ..machine.status.clone() };
+                        view.put_written(mark(ctx, name, &machine, &[(annotation, None)], status).await?);
                         return pause(ctx, name, generation, procedure.condition(), reason).await;
                     }
                     let entry = flying.get_or_insert_with(|| (procedure.as_ref(), Vec::new()));
@@ -247,6 +263,12 @@ pub(crate) async fn advance(
         if due.is_empty() {
             procedure.finished().await?;
             continue;
+        }
+        if !may_start {
+            let (done, total) = count(procedure.as_ref(), plan, view);
+            let message =
+                format!("{}; waiting for the machines that leave first", procedure.progress(done, total));
+            return Ok(Rollout::Progress { condition: procedure.condition(), message });
         }
         return start(tenant, generation, plan, view, procedure.as_ref(), due, ctx).await;
     }
@@ -304,6 +326,10 @@ async fn start(
                 planned(plan, &machine.metadata.name).is_some_and(|m| m.role == Role::ControlPlane)
             })
             .collect();
+        // etcd must be whole before a control plane goes.
+        if let Err(why) = etcd_whole(name, &control_planes, ctx).await {
+            return Ok(progress(format!("waiting for etcd before the next control plane: {why}")));
+        }
         let Some((next, order)) = next_control_plane(name, &control_planes, ready, ctx).await else {
             return Ok(Rollout::Idle);
         };
@@ -380,6 +406,35 @@ async fn start(
         message.push_str(&format!("; {note}"));
     }
     Ok(Rollout::Progress { condition: procedure.condition(), message })
+}
+
+/// Whether etcd is whole: every control plane is a voting member, and every
+/// member answers `EtcdStatus` without errors; else why not.
+async fn etcd_whole(tenant: &str, control_planes: &[&Machine], ctx: &Context) -> Result<(), String> {
+    let members = cluster::members(tenant, control_planes, ctx).await?;
+    if let Some(learner) = members.iter().find(|member| member.is_learner) {
+        return Err(format!("member {} is still a learner", learner.hostname));
+    }
+    let missing: Vec<&str> = control_planes
+        .iter()
+        .filter(|machine| !members.iter().any(|member| cluster::machine_of(member, &[machine]).is_some()))
+        .map(|machine| machine.metadata.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("control planes {} are not members", missing.join(", ")));
+    }
+    let problems: Vec<String> = cluster::statuses(tenant, &members, control_planes, ctx)
+        .await
+        .into_iter()
+        .filter_map(|answer| match answer {
+            cluster::Answer::Fine(_) => None,
+            cluster::Answer::Alarm(why) | cluster::Answer::Silent(why) => Some(why),
+        })
+        .collect();
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(problems.join("; ")),
+    }
 }
 
 /// Where the control plane to start next stands to the etcd leader.

@@ -119,14 +119,14 @@ pub(crate) async fn settle(
         .filter_map(|machine| Some((machine.clone(), planned(plan, &machine.metadata.name)?.clone())))
         .collect();
     live.sort_by_key(|(_, plan)| plan.role != Role::ControlPlane);
-    let mut configs: HashMap<(String, Option<KubernetesVersions>), Result<String, String>> = HashMap::new();
+    let mut configs: HashMap<(String, KubernetesVersions), Result<String, String>> = HashMap::new();
     for (machine, machine_plan) in &live {
         let versions = kubernetes.versions_of(machine);
         let key = (machine_plan.group.clone(), versions.clone());
         if configs.contains_key(&key) {
             continue;
         }
-        let rendered = render(name, machine_plan, versions, ctx).await;
+        let rendered = render(name, machine_plan, versions, &kubernetes.starting(), ctx).await;
         configs.insert(key, rendered);
     }
     let config_of = |machine: &Machine, plan: &MachinePlan| {
@@ -170,18 +170,19 @@ pub(crate) async fn settle(
     Ok(settled)
 }
 
-/// A machine's config: a cloud group's user data while no Kubernetes
-/// upgrade rolls, else rendered.
+/// A machine's config at `versions`: a cloud group's user data when it
+/// names those (new machines' `starting` versions), else rendered.
 async fn render(
     tenant: &str,
     plan: &MachinePlan,
-    versions: Option<KubernetesVersions>,
+    versions: KubernetesVersions,
+    starting: &KubernetesVersions,
     ctx: &Context,
 ) -> Result<String, String> {
     match (&plan.user_data, &ctx.configs) {
-        (Some(config), _) if versions.is_none() => Ok(config.clone()),
+        (Some(config), _) if versions == *starting => Ok(config.clone()),
         (_, Some(renderer)) => renderer
-            .render(tenant.to_string(), plan.group.clone(), plan.role, versions)
+            .render(tenant.to_string(), plan.group.clone(), plan.role, Some(versions))
             .await
             .map_err(|err| err.to_string()),
         (Some(config), None) => Ok(config.clone()),

@@ -74,7 +74,10 @@ pub use rekey::{
 #[cfg(any(test, feature = "testsuite"))]
 pub use render::MockMachineConfigs;
 pub use render::{KubernetesVersions, MachineConfigs, StoreMachineConfigs};
-pub use resources::{REMOVABLE_ANNOTATIONS, SERVICE_ANNOTATION_PREFIX, Writable, service_annotations};
+pub use resources::{
+    KUBERNETES_VERSION_ANNOTATION, REMOVABLE_ANNOTATIONS, SERVICE_ANNOTATION_PREFIX, Writable,
+    service_annotations,
+};
 pub use secrets::{CERTIFICATE_EXPIRY_GAUGE, Secrets, SecretsOptions};
 pub use tenancy::{DEFAULT_MAX_GROUP_COUNT, Tenancy, find};
 pub use user_data_limits::{ConfigChange, STAND_IN_ENDPOINT, user_data_size};

@@ -50,7 +50,8 @@ pub enum NodeError {
     /// The node refused to take the config without a reboot (Talos answers
     /// `InvalidArgument` to such a change in `NO_REBOOT` mode): it is
     /// applied with [`NodeClient::apply_config_reboot`], machine by machine
-    /// as upgrades roll. Holds the node's reason.
+    /// as upgrades roll. Holds the first line of the node's reason (never
+    /// the diff of the configs Talos appends, which holds their secrets).
     #[error("the change needs a reboot: {0}")]
     RebootRequired(String),
     /// A host with no config yet was asked both ways, and both failed.
@@ -225,8 +226,9 @@ impl TenantNodeClient {
         let request = ApplyRequest { config: config.as_bytes().to_vec(), mode: way.mode, dry_run: false };
         match self.api.apply_configuration(target, &way.credentials?, request).await {
             Ok(_) => Ok(()),
+            // Only the first line: Talos appends a diff of the configs.
             Err(err) if way.mode == ApplyMode::NoReboot && err.is_reboot_required() => {
-                Err(NodeError::RebootRequired(err.to_string()))
+                Err(NodeError::RebootRequired(err.first_line()))
             }
             Err(err) => Err(err.into()),
         }

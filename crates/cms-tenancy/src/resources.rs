@@ -30,6 +30,8 @@ use crate::user_data_limits::ConfigChange;
 
 mod kubernetes_steps;
 
+pub use kubernetes_steps::KUBERNETES_VERSION_ANNOTATION;
+
 /// A kind of resource that users create and change, and read back from the
 /// store in the same shape.
 pub trait Writable: Sized + DeserializeOwned {
@@ -107,7 +109,14 @@ impl Writable for Tenant {
         kubernetes_steps::check_kubernetes_step(
             &self.spec.kubernetes_version,
             &stored.spec.kubernetes_version,
-            || kubernetes_steps::observed_versions(store, &self.metadata.name),
+            || {
+                let mut observed = kubernetes_steps::observed_versions(store, &self.metadata.name);
+                // The version every machine's config names, once an upgrade is done.
+                if let Some(cluster) = stored.metadata.annotations.get(KUBERNETES_VERSION_ANNOTATION) {
+                    observed.push(("(the cluster's configs)".to_string(), cluster.clone()));
+                }
+                observed
+            },
         )
     }
 

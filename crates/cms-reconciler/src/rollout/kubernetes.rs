@@ -28,9 +28,7 @@ use crate::cluster::node_of;
 use crate::settle::{CONFIG_HASH_ANNOTATION, fingerprint};
 use crate::{Context, ReconcileError};
 
-/// On a tenant: the Kubernetes version every machine's config names, once
-/// an upgrade is done.
-pub const KUBERNETES_VERSION_ANNOTATION: &str = "service.io/kubernetes-version";
+pub use cms_tenancy::KUBERNETES_VERSION_ANNOTATION;
 /// On a machine, while an upgrade rolls: the versions its config names,
 /// `<components> <kubelet>`.
 pub const MACHINE_KUBERNETES_ANNOTATION: &str = "service.io/kubernetes";
@@ -73,26 +71,23 @@ impl KubernetesRollout {
         !same(&self.from, &self.to)
     }
 
-    /// The versions a machine's config names: `None` (the spec's) when no
-    /// upgrade rolls.
-    pub(crate) fn versions_of(&self, machine: &Machine) -> Option<KubernetesVersions> {
+    /// The versions a machine's config names: while an upgrade rolls, those
+    /// its steps reached; else the spec's, as this pass read it (never the
+    /// spec a renderer would read later, which may have moved meanwhile).
+    pub(crate) fn versions_of(&self, machine: &Machine) -> KubernetesVersions {
         if !self.active() {
-            return None;
+            return self.starting();
         }
         let recorded = machine.metadata.annotations.get(MACHINE_KUBERNETES_ANNOTATION);
         let parsed = recorded.and_then(|value| value.split_once(' ')).map(|(components, kubelet)| {
             KubernetesVersions { components: components.to_string(), kubelet: kubelet.to_string() }
         });
-        Some(parsed.unwrap_or_else(|| KubernetesVersions {
-            components: self.from.clone(),
-            kubelet: self.from.clone(),
-        }))
+        parsed.unwrap_or_else(|| self.starting())
     }
 
     /// The versions new machines start with: where the cluster is.
-    pub(crate) fn starting(&self) -> Option<KubernetesVersions> {
-        self.active()
-            .then(|| KubernetesVersions { components: self.from.clone(), kubelet: self.from.clone() })
+    pub(crate) fn starting(&self) -> KubernetesVersions {
+        KubernetesVersions { components: self.from.clone(), kubelet: self.from.clone() }
     }
 }
 
@@ -148,7 +143,10 @@ impl KubernetesUpgrade {
 
     /// The versions the machine's config names after its step.
     fn next(&self, machine: &Machine) -> Option<KubernetesVersions> {
-        let mut versions = self.rollout.versions_of(machine)?;
+        if !self.rollout.active() {
+            return None;
+        }
+        let mut versions = self.rollout.versions_of(machine);
         versions.components = self.rollout.to.clone();
         if self.part == Part::Kubelets {
             versions.kubelet = self.rollout.to.clone();
@@ -186,7 +184,10 @@ impl Procedure for KubernetesUpgrade {
     }
 
     fn goal(&self, machine: &Machine, plan: &MachinePlan) -> Goal {
-        let Some(versions) = self.rollout.versions_of(machine) else { return Goal::None };
+        if !self.rollout.active() {
+            return Goal::None;
+        }
+        let versions = self.rollout.versions_of(machine);
         let reached = match self.part {
             Part::Components if plan.role != Role::ControlPlane => return Goal::None,
             Part::Components => same(&versions.components, &self.rollout.to),

@@ -80,7 +80,7 @@ impl Procedure for Reboot {
         _: &str,
     ) -> Result<Prepared, String> {
         let renderer = self.ctx.configs.as_ref().ok_or("this server renders no machine configs")?;
-        let versions = self.kubernetes.versions_of(machine);
+        let versions = Some(self.kubernetes.versions_of(machine));
         let config = renderer
             .render(self.tenant.metadata.name.clone(), plan.group.clone(), plan.role, versions)
             .await

@@ -91,6 +91,15 @@ impl Hosts {
     }
 
     /// The config the host at `address` runs.
+    /// An operator brings a stuck host back by hand: it boots again.
+    pub(super) fn fix(&self, machine: &str, address: &str) {
+        self.stuck.lock().unwrap().remove(machine);
+        let mut hosts = self.hosts.lock().unwrap();
+        let host = hosts.entry(address.to_string()).or_default();
+        host.reboot = None;
+        host.booted += 1;
+    }
+
     pub(super) fn config(&self, address: &str) -> Option<String> {
         self.hosts.lock().unwrap().get(address).and_then(|host| host.config.clone())
     }

@@ -196,7 +196,12 @@ async fn kubernetes_upgrades_move_the_components_then_the_kubelets_machine_by_ma
     let asked = configs.asked.lock().unwrap().len();
     reconcile("acme", &f.ctx).await.unwrap();
     assert_eq!(hosts.log.lock().unwrap().len(), calls, "nothing more to apply");
-    assert!(configs.asked.lock().unwrap()[asked..].iter().all(|(_, versions)| versions.is_none()));
+    let settled = KubernetesVersions { components: "1.32.0".into(), kubelet: "1.32.0".into() };
+    assert!(
+        configs.asked.lock().unwrap()[asked..]
+            .iter()
+            .all(|(_, versions)| versions.as_ref() == Some(&settled))
+    );
     assert!(tenant(store, "acme").status.ready);
 }
 

@@ -183,6 +183,17 @@ async fn a_machine_that_does_not_come_back_pauses_the_reboots() {
         reconcile("acme", &f.ctx).await.unwrap();
     }
     assert_eq!(*f.etcd.changes.lock().unwrap(), ["reboot cp-0"]);
-    assert_eq!(machine(store, "cp-0").status.stage, "rebooting");
+    // Its step is given up: due again, for a resume to start anew.
+    let given_up = machine(store, "cp-0");
+    assert!(!given_up.metadata.annotations.contains_key(REBOOTING_ANNOTATION));
+    assert!(given_up.metadata.annotations.contains_key(crate::REBOOT_PENDING_ANNOTATION));
     assert_eq!(super::condition(&tenant(store, "acme").status, REBOOTING).reason, "Paused");
+
+    // An operator fixes the host and resumes: the step starts anew.
+    let address = machine(store, "cp-0").spec.management_address.unwrap();
+    hosts.fix("cp-0", &address);
+    crate::rollout::set_annotation(&f.ctx, "acme", crate::PAUSED_ANNOTATION, None).await.unwrap();
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(*f.etcd.changes.lock().unwrap(), ["reboot cp-0", "reboot cp-0"]);
+    assert_eq!(ids(&rebooting(store)), ["cp-0"]);
 }

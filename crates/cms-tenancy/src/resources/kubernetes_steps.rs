@@ -3,8 +3,9 @@
 //! time, so a tenant's `kubernetesVersion` may change to any patch of its
 //! minor or of the next minor, never skip one or go back to an older one.
 //! A step to the next minor may start only when every machine that reports
-//! its Kubernetes version runs at least the minor before it, so a second
-//! step cannot start before the first finished.
+//! its Kubernetes version, and the version the machines' configs name
+//! ([`KUBERNETES_VERSION_ANNOTATION`]), is at least the minor before it, so
+//! a second step cannot start before the first finished.
 
 use std::cmp::Ordering;
 
@@ -13,6 +14,11 @@ use cms_store::Store;
 
 /// The field the rule names.
 const FIELD: &str = "spec.kubernetesVersion";
+
+/// On a tenant: the Kubernetes version every machine's config names, once
+/// an upgrade rolled through them all (the reconciler writes it). A step
+/// counts it as a machine that lags.
+pub const KUBERNETES_VERSION_ANNOTATION: &str = "service.io/kubernetes-version";
 
 /// A Kubernetes minor version: `(major, minor)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -79,3 +79,22 @@ async fn a_second_step_waits_until_every_machine_finished_the_first() {
     reports(&tenancy, "w-1", "v1.31.1").await;
     update(&tenancy, "1.32.0").await.expect("the second step starts once the first finished");
 }
+
+#[tokio::test]
+async fn the_next_step_waits_for_the_configs_of_the_last_one_before_any_node_reports() {
+    let (tenancy, _dir) = tenancy().await;
+    tenancy.create_tenant(tenant("1.30.2", None)).await.expect("created");
+    // The reconciler recorded the version every machine's config names.
+    let object = tenancy.find(&Key::tenant("acme")).expect("the tenant");
+    let mut draft_spec: serde_json::Value = serde_json::from_slice(&object.json).unwrap();
+    let spec = draft_spec["spec"].take();
+    let mut annotations = std::collections::BTreeMap::new();
+    annotations.insert(cms_tenancy::KUBERNETES_VERSION_ANNOTATION.to_string(), "1.30.2".to_string());
+    let draft = Draft { spec, annotations, ..Draft::default() };
+    tenancy.store().update(Key::tenant("acme"), draft, object.resource_version).await.expect("annotated");
+    update(&tenancy, "1.31.0").await.expect("the next minor");
+    // No machine reports a version yet, but the configs still name 1.30.
+    let (field, message) = field_error(update(&tenancy, "1.32.0").await);
+    assert_eq!(field, "spec.kubernetesVersion");
+    assert!(message.contains("still runs Kubernetes 1.30.2"), "{message}");
+}
