@@ -1,24 +1,23 @@
-//! Which control plane leads etcd, so that a rollout upgrades it last: the
-//! members as a control plane lists them (`EtcdMemberList`), each asked
-//! for its status (`EtcdStatus`, which names the leader it follows), and
-//! the leader's member matched to its machine as `cluster.rs` matches
-//! them. Upgrading the leader last, after it handed over
+//! Which control plane leads etcd, so that a rollout upgrades it last, from
+//! what the rollout's check of etcd already asked: the members as a control
+//! plane lists them (`EtcdMemberList`), each one's status (`EtcdStatus`,
+//! which names the leader it follows), and the leader's member matched to
+//! its machine as `cluster.rs` matches them. Upgrading the leader last, after it handed over
 //! (`EtcdForfeitLeadership`), costs etcd one election in the rollout
 //! rather than one per control plane upgraded after a new leader.
 
 use cms_model::Machine;
+use cms_tenancy::EtcdMember;
 
-use crate::Context;
 use crate::cluster::{self, Answer};
 
-/// The name of the machine whose etcd member leads, or why it cannot be told.
-pub(crate) async fn leader(
-    tenant: &str,
+/// The leader as `members` and their `answers` (`cluster::statuses`, in
+/// the members' order) name it, matched to one of `control_planes`.
+pub(crate) fn leader_of(
+    members: &[EtcdMember],
+    answers: &[Answer],
     control_planes: &[&Machine],
-    ctx: &Context,
 ) -> Result<String, String> {
-    let members = cluster::members(tenant, control_planes, ctx).await?;
-    let answers = cluster::statuses(tenant, &members, control_planes, ctx).await;
     let id = answers
         .iter()
         .find_map(|answer| match answer {

@@ -37,7 +37,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use cms_model::{Kind, Machine, MachineStatus, Role, Tenant};
 use cms_store::{Draft, Key, StoreError};
-use cms_tenancy::NodeRef;
+use cms_tenancy::{EtcdMember, NodeRef};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
 use crate::cluster::{self, node_ref};
@@ -327,10 +327,13 @@ async fn start(
             })
             .collect();
         // etcd must be whole before a control plane goes.
-        if let Err(why) = etcd_whole(name, &control_planes, ctx).await {
-            return Ok(progress(format!("waiting for etcd before the next control plane: {why}")));
-        }
-        let Some((next, order)) = next_control_plane(name, &control_planes, ready, ctx).await else {
+        let leader = match etcd_whole(name, &control_planes, ctx).await {
+            Ok((members, answers)) => leader::leader_of(&members, &answers, &control_planes),
+            Err(why) => {
+                return Ok(progress(format!("waiting for etcd before the next control plane: {why}")));
+            }
+        };
+        let Some((next, order)) = next_control_plane(name, leader, ready) else {
             return Ok(Rollout::Idle);
         };
         let next_name = next.0.metadata.name.clone();
@@ -409,8 +412,13 @@ async fn start(
 }
 
 /// Whether etcd is whole: every control plane is a voting member, and every
-/// member answers `EtcdStatus` without errors; else why not.
-async fn etcd_whole(tenant: &str, control_planes: &[&Machine], ctx: &Context) -> Result<(), String> {
+/// member answers `EtcdStatus` without errors; gives the members and their
+/// answers, else why not.
+async fn etcd_whole(
+    tenant: &str,
+    control_planes: &[&Machine],
+    ctx: &Context,
+) -> Result<(Vec<EtcdMember>, Vec<cluster::Answer>), String> {
     let members = cluster::members(tenant, control_planes, ctx).await?;
     if let Some(learner) = members.iter().find(|member| member.is_learner) {
         return Err(format!("member {} is still a learner", learner.hostname));
@@ -423,16 +431,16 @@ async fn etcd_whole(tenant: &str, control_planes: &[&Machine], ctx: &Context) ->
     if !missing.is_empty() {
         return Err(format!("control planes {} are not members", missing.join(", ")));
     }
-    let problems: Vec<String> = cluster::statuses(tenant, &members, control_planes, ctx)
-        .await
-        .into_iter()
+    let answers = cluster::statuses(tenant, &members, control_planes, ctx).await;
+    let problems: Vec<&str> = answers
+        .iter()
         .filter_map(|answer| match answer {
             cluster::Answer::Fine(_) => None,
-            cluster::Answer::Alarm(why) | cluster::Answer::Silent(why) => Some(why),
+            cluster::Answer::Alarm(why) | cluster::Answer::Silent(why) => Some(why.as_str()),
         })
         .collect();
     match problems.is_empty() {
-        true => Ok(()),
+        true => Ok((members, answers)),
         false => Err(problems.join("; ")),
     }
 }
@@ -451,13 +459,12 @@ enum Order {
 /// The control plane to start next: the first by name that does not lead
 /// etcd, else the leader; the first by name when the leader cannot be
 /// told. `candidates` are in name order.
-async fn next_control_plane<T>(
+fn next_control_plane<T>(
     tenant: &str,
-    control_planes: &[&Machine],
+    leader: Result<String, String>,
     candidates: Vec<(Machine, MachinePlan, T)>,
-    ctx: &Context,
 ) -> Option<((Machine, MachinePlan, T), Order)> {
-    let leader = match leader::leader(tenant, control_planes, ctx).await {
+    let leader = match leader {
         Ok(leader) => leader,
         Err(why) => {
             tracing::warn!(tenant, "the etcd leader is unknown, control planes go in name order: {why}");
