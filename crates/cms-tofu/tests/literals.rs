@@ -170,7 +170,7 @@ fn fields() -> impl Strategy<Value = Fields> {
             tenant: next(),
             oci_shape: next(),
             // A region names a provider alias: it is checked, never a free string.
-            region: next().chars().filter(char::is_ascii_lowercase).chain("r".chars()).collect(),
+            region: next().chars().filter(char::is_ascii_lowercase).take(62).chain("r".chars()).collect(),
             compartment: next(),
             subnet: next(),
             image: next(),

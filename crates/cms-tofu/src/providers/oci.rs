@@ -67,7 +67,7 @@ pub(crate) fn alias(region: &str) -> Result<String, TofuError> {
         && region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !valid {
         return Err(TofuError::Invalid(format!(
-            "OCI region {region:?}: only lowercase letters, digits and '-' may name a region"
+            "OCI region {region:?}: a region is 1 to 63 lowercase letters, digits and '-'"
         )));
     }
     Ok(format!("r_{}", region.replace('-', "_")))
