@@ -1,5 +1,5 @@
 //! `cargo xtask ci`: everything CI runs, in order, each step timed: format,
-//! lints, invariants, the fake cloud providers' self-test, the tests, a reduced soak (one minute, two `kill -9`s,
+//! lints, the library docs (`cargo doc`, warnings denied), invariants, the fake cloud providers' self-test, the tests, a reduced soak (one minute, two `kill -9`s,
 //! every consistency checker), then schemathesis against the real server.
 
 use std::time::Duration;
@@ -12,7 +12,7 @@ use crate::{fuzz_api, invariants, soak, testing};
 /// The longest a lint or format step may take.
 const CHECK_LIMIT: Duration = Duration::from_secs(40 * 60);
 
-/// Runs fmt, clippy, the invariant checks, the tests, the soak and the API fuzzing.
+/// Runs fmt, clippy, the docs, the invariant checks, the tests, the soak and the API fuzzing.
 pub(crate) fn run() -> Result<()> {
     let mut timings = Timings::default();
     let result = steps(&mut timings);
@@ -27,6 +27,10 @@ fn steps(timings: &mut Timings) -> Result<()> {
         &mut cargo(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
         CHECK_LIMIT,
     )?;
+    // The library docs other tools read: every link resolves.
+    let mut docs = cargo(["doc", "--workspace", "--no-deps"]);
+    docs.env("RUSTDOCFLAGS", "-D warnings");
+    timings.run("docs", &mut docs, CHECK_LIMIT)?;
     timings.measure("invariants", invariants::check)?;
     // The fake cloud providers against the real engine: force-new
     // replacements, ignore_changes, the clouds' refusals.

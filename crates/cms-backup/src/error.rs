@@ -52,8 +52,8 @@ pub enum BackupError {
 }
 
 impl From<io::Error> for BackupError {
-    /// An `io::Error` that carries a [`BackupError`] (see
-    /// [`BackupError::into_io`]) gives it back; any other is [`BackupError::Io`].
+    /// An `io::Error` that carries a [`BackupError`] (as the crate's own
+    /// readers wrap one) gives it back; any other is [`BackupError::Io`].
     fn from(err: io::Error) -> BackupError {
         match err.downcast::<BackupError>() {
             Ok(inner) => inner,

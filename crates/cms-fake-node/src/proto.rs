@@ -6,6 +6,9 @@
 //! The calls the fake does not implement answer `Unimplemented`.
 
 #![allow(clippy::all, clippy::pedantic, missing_debug_implementations, unreachable_pub, missing_docs)]
+// Upstream's comments are protobuf prose, not rustdoc: their `[a][b]` links
+// and bare URLs are kept as Talos wrote them.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::bare_urls, rustdoc::invalid_html_tags)]
 
 /// Talos's `common` package.
 pub mod common {
