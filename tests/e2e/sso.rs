@@ -34,7 +34,12 @@ const REDIRECT: &str = "http://127.0.0.1:9/callback";
 
 /// A sign-in of `sub` through the API as a client would make it, with the
 /// verifier `verifier` presented at the end: the token endpoint's answer.
-async fn api_sign_in(api: &Api, provider: &OidcProvider, sub: &str, verifier: Option<&str>) -> (u16, Value) {
+pub(crate) async fn api_sign_in(
+    api: &Api,
+    provider: &OidcProvider,
+    sub: &str,
+    verifier: Option<&str>,
+) -> (u16, Value) {
     let real = URL_SAFE_NO_PAD.encode([7u8; 32]);
     let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(real.as_bytes()));
     let start = json!({"redirectUri": REDIRECT, "codeChallenge": challenge});

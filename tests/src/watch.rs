@@ -40,6 +40,18 @@ impl Frame {
         self.object()["metadata"]["name"].as_str()
     }
 
+    /// The revision a `BOOKMARK` frame carries (its `id`, which its
+    /// object's `metadata.resourceVersion` repeats as a string); `None` for
+    /// any other frame.
+    pub fn bookmark(&self) -> Option<u64> {
+        if self.event_type() != Some("BOOKMARK") {
+            return None;
+        }
+        let version = self.object()["metadata"]["resourceVersion"].as_str()?.parse().ok();
+        assert_eq!(version, self.id, "a bookmark's resourceVersion is its id: {self:?}");
+        version
+    }
+
     /// Whether the frame holds only comments, such as `: heartbeat`.
     pub fn is_comment(&self) -> bool {
         self.data.is_none() && self.id.is_none()
@@ -93,8 +105,20 @@ impl Watch {
         extra_query: &str,
         headers: &[(&str, &str)],
     ) -> Result<Watch, OpenFailure> {
-        let path = format!("/api/v1/tenants?watch=true{extra_query}");
-        let mut request = api.stream_request(Method::GET, &path);
+        Watch::try_open_at(api, &format!("/api/v1/tenants?watch=true{extra_query}"), headers).await
+    }
+
+    /// Opens the watch at `path` (with its query, such as
+    /// `/api/v1/tenants/acme?watch=true`), with extra headers, and checks
+    /// that it streams.
+    pub async fn open_at(api: &Api, path: &str, headers: &[(&str, &str)]) -> Watch {
+        Watch::try_open_at(api, path, headers).await.unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// Like [`Watch::open_at`], but returns what went wrong instead of
+    /// failing the test.
+    pub async fn try_open_at(api: &Api, path: &str, headers: &[(&str, &str)]) -> Result<Watch, OpenFailure> {
+        let mut request = api.stream_request(Method::GET, path);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }

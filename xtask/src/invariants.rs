@@ -21,6 +21,9 @@
 //!   say why.
 //! - The operator guide documents every setting: each `CMS_*` variable that
 //!   the server's `settings.rs` names appears in `docs/operations.md`.
+//! - `ARCHITECTURE.md` stays a map one reads in ten minutes: fewer than
+//!   [`MAX_ARCHITECTURE_WORDS`] words, counted as `wc -w` counts them. The
+//!   details belong in the `//!` comments and `docs/` pages it points to.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -58,6 +61,7 @@ pub(crate) fn check() -> Result<()> {
     let metadata = cargo_metadata()?;
     let graph = Graph::new(&metadata)?;
     let mut broken = settings_are_documented(&workspace_root())?;
+    broken.extend(architecture_is_short(&workspace_root())?);
     broken.extend(model_does_no_io(&graph));
     broken.extend(owned_families(&graph));
     broken.extend(client_speaks_http_only(&graph));
@@ -328,6 +332,34 @@ fn cms_names(text: &str) -> BTreeSet<String> {
         })
         .map(str::to_string)
         .collect()
+}
+
+/// The architecture page, and the words it must stay under.
+const ARCHITECTURE: &str = "ARCHITECTURE.md";
+const MAX_ARCHITECTURE_WORDS: usize = 2000;
+
+fn architecture_is_short(root: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(root.join(ARCHITECTURE))
+        .with_context(|| format!("reading {ARCHITECTURE}"))?;
+    Ok(architecture_words_broken(&text).into_iter().collect())
+}
+
+/// What is wrong with an architecture page of `text`: `None` when it has
+/// fewer than [`MAX_ARCHITECTURE_WORDS`] words.
+fn architecture_words_broken(text: &str) -> Option<String> {
+    let words = word_count(text);
+    (words >= MAX_ARCHITECTURE_WORDS).then(|| {
+        format!(
+            "{ARCHITECTURE} has {words} words (`wc -w`), not fewer than {MAX_ARCHITECTURE_WORDS}: \
+             move details into the crates' `//!` comments or docs/, and keep the map"
+        )
+    })
+}
+
+/// The words of `text` as `wc -w` counts them: runs of characters between
+/// whitespace, punctuation and Markdown included.
+fn word_count(text: &str) -> usize {
+    text.split_whitespace().count()
 }
 
 mod edges;

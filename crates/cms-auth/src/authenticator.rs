@@ -16,6 +16,7 @@ use cms_oidc::{HttpTransport, Transport};
 use crate::api_token::{self, NewToken};
 use crate::error::AuthError;
 use crate::federated::{SsoSetup, Workload, foreign_issuer};
+use crate::grant_records::AllGrants;
 use crate::identity::{Caller, Credential};
 use crate::jwt::{LoginTokens, SsoClaims};
 use crate::limits::{LimitOptions, Limits};
@@ -33,8 +34,9 @@ pub struct AuthOptions {
     /// authenticator alone, and its tokens do not outlive it: `cms-server`
     /// passes the key it keeps sealed in the store (`cms_tenancy::login_signing_key`).
     pub signing_key: Option<SecretSlice<u8>>,
-    /// How long a user's role or a token record is trusted without reading
-    /// the store again. Writes through the authenticator clear it at once.
+    /// How long a user's role, a token record or the grants are trusted
+    /// without reading the store again. Writes through the authenticator
+    /// clear it at once; other replicas see them within this time.
     pub cache_ttl: Duration,
     /// Whether local users may log in with their passwords.
     pub password_login: bool,
@@ -54,11 +56,15 @@ pub struct AuthOptions {
     pub login_wait: Duration,
     /// How many API tokens one user may hold.
     pub tokens_per_user: usize,
+    /// How many grants there may be.
+    pub max_grants: usize,
 }
 
 impl AuthOptions {
     /// 100 tokens.
     pub const DEFAULT_TOKENS_PER_USER: usize = 100;
+    /// 1000 grants.
+    pub const DEFAULT_MAX_GRANTS: usize = 1000;
     /// 2 seconds.
     pub const DEFAULT_LOGIN_WAIT: Duration = Duration::from_secs(2);
 
@@ -80,6 +86,7 @@ impl std::fmt::Debug for AuthOptions {
             .field("login_concurrency", &self.login_concurrency)
             .field("login_wait", &self.login_wait)
             .field("tokens_per_user", &self.tokens_per_user)
+            .field("max_grants", &self.max_grants)
             .finish_non_exhaustive()
     }
 }
@@ -98,6 +105,7 @@ impl Default for AuthOptions {
             login_concurrency: AuthOptions::default_login_concurrency(),
             login_wait: AuthOptions::DEFAULT_LOGIN_WAIT,
             tokens_per_user: AuthOptions::DEFAULT_TOKENS_PER_USER,
+            max_grants: AuthOptions::DEFAULT_MAX_GRANTS,
         }
     }
 }
@@ -127,8 +135,14 @@ pub struct Authenticator {
     /// Held while a token is counted and created, so that creates on this
     /// server cannot pass the cap together.
     token_creates: tokio::sync::Mutex<()>,
-    cache_ttl: Duration,
-    roles: Mutex<HashMap<String, (UserRole, Instant)>>,
+    pub(crate) cache_ttl: Duration,
+    roles: Mutex<HashMap<String, (Option<UserRole>, Instant)>>,
+    /// Every grant, as read from the store, and when.
+    pub(crate) grants: Mutex<Option<(AllGrants, Instant)>>,
+    /// Held while grants are counted and created, as `token_creates`.
+    pub(crate) grant_writes: tokio::sync::Mutex<()>,
+    /// How many grants there may be.
+    pub(crate) max_grants: usize,
     /// Login tokens that verified, with their user, expiry and sign-in.
     logins: Mutex<HashMap<String, VerifiedLogin>>,
     api_tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
@@ -189,6 +203,9 @@ impl Authenticator {
             token_creates: tokio::sync::Mutex::new(()),
             cache_ttl: options.cache_ttl,
             roles: Mutex::new(HashMap::new()),
+            grants: Mutex::new(None),
+            grant_writes: tokio::sync::Mutex::new(()),
+            max_grants: options.max_grants,
             logins: Mutex::new(HashMap::new()),
             api_tokens: Mutex::new(HashMap::new()),
             setup: Arc::new(tokio::sync::RwLock::new(())),
@@ -249,8 +266,15 @@ impl Authenticator {
     }
 
     /// Checks a bearer token: an API token, a login JWT, or a token of a
-    /// trusted workload issuer.
+    /// trusted workload issuer. The caller carries the grants that name it;
+    /// a caller from elsewhere needs a global role or a grant.
     pub async fn authenticate(&self, bearer: &str) -> Result<Caller, AuthError> {
+        let caller = self.identify(bearer).await?;
+        self.with_grants(caller).await
+    }
+
+    /// The caller a bearer token proves, with its global role, before its grants.
+    async fn identify(&self, bearer: &str) -> Result<Caller, AuthError> {
         if bearer.starts_with(api_token::PREFIX) {
             return self.authenticate_api_token(bearer).await;
         }
@@ -349,7 +373,8 @@ impl Authenticator {
         Ok(record)
     }
 
-    async fn role_of(&self, user: &str) -> Result<UserRole, AuthError> {
+    /// The global role of the local user `user`, `None` when it has none.
+    async fn role_of(&self, user: &str) -> Result<Option<UserRole>, AuthError> {
         if let Some((role, at)) = self.roles.lock().unwrap_or_else(|p| p.into_inner()).get(user)
             && at.elapsed() < self.cache_ttl
         {
@@ -374,14 +399,14 @@ impl Authenticator {
     pub async fn create_user(
         &self,
         name: &str,
-        role: UserRole,
+        role: impl Into<Option<UserRole>>,
         password: &SecretString,
     ) -> Result<UserRecord, AuthError> {
         let hash = password::hash("spec.password", password).await?;
         let now = Utc::now();
         let record = UserRecord {
             name: name.into(),
-            role,
+            role: role.into(),
             password_hash: hash,
             resource_version: 1,
             created_at: now,
@@ -394,7 +419,7 @@ impl Authenticator {
     pub async fn update_user(
         &self,
         name: &str,
-        role: UserRole,
+        role: impl Into<Option<UserRole>>,
         password: Option<&SecretString>,
         expected: Option<u64>,
     ) -> Result<UserRecord, AuthError> {
@@ -402,7 +427,7 @@ impl Authenticator {
             Some(password) => Some(password::hash("spec.password", password).await?),
             None => None,
         };
-        let change = UserChange { role: Some(role), password_hash };
+        let change = UserChange { role: Some(role.into()), password_hash };
         let updated = self.accounts.update_user(name.into(), change, expected).await;
         self.forget_user(name);
         Ok(updated?)

@@ -56,7 +56,7 @@ pub async fn create_first_admin(
     let now = chrono::Utc::now();
     let record = cms_store::UserRecord {
         name: BOOTSTRAP_ADMIN.into(),
-        role: UserRole::Admin,
+        role: Some(UserRole::Admin),
         password_hash: first.hash,
         resource_version: 1,
         created_at: now,

@@ -25,6 +25,10 @@ pub enum AuthError {
     /// The identity provider or trusted issuer cannot be reached.
     #[error("{0}")]
     ProviderUnavailable(String),
+    /// The caller has no access to this tenant at all: it is answered as
+    /// a tenant that does not exist, with the same message.
+    #[error("tenant {tenant:?} not found")]
+    TenantNotFound { tenant: String },
     /// The caller's role may not do this.
     #[error("role {role} may not {action}")]
     Forbidden { role: &'static str, action: &'static str },
@@ -39,6 +43,12 @@ pub enum AuthError {
     /// The user holds as many API tokens as one user may.
     #[error("user {user:?} has {cap} API tokens, the most one user may hold; revoke one first")]
     TooManyTokens { user: String, cap: usize },
+    /// There are as many grants as there may be.
+    #[error("there are {cap} grants, the most this server keeps; delete one first")]
+    TooManyGrants { cap: usize },
+    /// A role that grants may not give: `admin` stays global.
+    #[error("{0}")]
+    NotGrantable(String),
     /// An identity is over its request rate; retry after this many seconds.
     #[error(
         "too many requests: at most {rate} per second per identity, in bursts of {burst}; retry in {retry_after} s"

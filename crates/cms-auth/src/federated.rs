@@ -120,7 +120,8 @@ impl Authenticator {
     /// Finishes a sign-in: `state` must be one this server signed for the
     /// same `redirect_uri`, `verifier` must match its challenge, and the
     /// provider's ID token must verify with its nonce. The user's groups
-    /// must grant a role. Returns this server's login token for the user.
+    /// must grant a role, or a grant must name one of them. Returns this
+    /// server's login token for the user.
     pub async fn sso_finish(
         &self,
         code: &str,
@@ -154,48 +155,54 @@ impl Authenticator {
             })?
             .to_string();
         let groups = claims.strings(&options.groups_claim);
-        let role = options.roles.role_of(&groups).ok_or_else(|| {
-            AuthError::NotAllowed(format!(
-                "{user} signed in, but none of their groups grants a role on this server"
-            ))
-        })?;
         let sso_claims = SsoClaims { iss: options.issuer.clone(), sub: claims.subject().to_string(), groups };
-        let (token, expires_at) = self.tokens.issue_with(&user, Some(sso_claims.clone()))?;
-        tracing::info!(user, role = role.as_str(), "signed in at the identity provider");
         let caller = Caller {
-            user,
-            role,
-            credential: Credential::Login,
-            source: Source::Sso { issuer: sso_claims.iss, subject: sso_claims.sub },
-            groups: sso_claims.groups,
+            role: options.roles.role_of(&sso_claims.groups),
+            source: Source::Sso { issuer: sso_claims.iss.clone(), subject: sso_claims.sub.clone() },
+            groups: sso_claims.groups.clone(),
+            ..Caller::local(&user, None, Credential::Login)
         };
+        let caller = self.with_grants(caller).await.map_err(|err| match err {
+            AuthError::Rejected(_) => AuthError::NotAllowed(format!(
+                "{user} signed in, but none of their groups grants a role on this server or is named by a grant"
+            )),
+            err => err,
+        })?;
+        let (token, expires_at) = self.tokens.issue_with(&user, Some(sso_claims))?;
+        tracing::info!(
+            user,
+            role = caller.role_name(),
+            grants = caller.grants.iter().count(),
+            "signed in at the identity provider"
+        );
         Ok(SsoLogin { token, expires_at, caller })
     }
 
     /// The caller of a login token from a sign-in: its role follows its
-    /// groups under the current mapping, so a mapping removed applies at once.
+    /// groups under the current mapping, so a mapping removed applies at
+    /// once. `None` when no group grants one; then it needs a grant
+    /// ([`Authenticator::with_grants`]).
     pub(crate) fn sso_caller(&self, user: String, claims: SsoClaims) -> Result<Caller, AuthError> {
         let sso = self
             .sso
             .as_ref()
             .filter(|sso| sso.options.issuer == claims.iss)
             .ok_or(AuthError::Unauthorized("invalid token"))?;
-        let role =
-            sso.options.roles.role_of(&claims.groups).ok_or_else(|| {
-                AuthError::Rejected("none of this user's groups grants a role any more".into())
-            })?;
+        let role = sso.options.roles.role_of(&claims.groups);
         Ok(Caller {
             user,
             role,
             credential: Credential::Login,
             source: Source::Sso { issuer: claims.iss, subject: claims.sub },
             groups: claims.groups,
+            grants: Default::default(),
         })
     }
 
     /// The caller of a workload token from `issuer`: the issuer must be
-    /// trusted, the token verify against its keys with the trusted audience,
-    /// and a subject pattern grant a role.
+    /// trusted and the token verify against its keys with the trusted
+    /// audience; its role is the highest its subject patterns give, `None`
+    /// when none matches (then it needs a grant).
     pub(crate) async fn authenticate_workload(
         &self,
         issuer: &str,
@@ -209,15 +216,13 @@ impl Authenticator {
         let expected = Expected { audience: workload.trust.audience.clone(), nonce: None };
         let claims = workload.issuer.verify(bearer, &expected).await.map_err(provider_error)?;
         let subject = claims.subject().to_string();
-        let role = workload.trust.role_of(&subject).ok_or_else(|| {
-            AuthError::Rejected("no trust rule of this issuer matches the token's subject".into())
-        })?;
         Ok(Caller {
             user: subject.clone(),
-            role,
+            role: workload.trust.role_of(&subject),
             credential: Credential::Workload,
             source: Source::Workload { issuer: issuer.to_string(), subject },
             groups: Vec::new(),
+            grants: Default::default(),
         })
     }
 }

@@ -5,6 +5,7 @@
 use cms_model::UserRole;
 
 use crate::error::AuthError;
+use crate::grants::{Grants, Labels, role_on, tenant_labels};
 use crate::permission::Permission;
 
 /// How a caller proved who it is.
@@ -62,17 +63,34 @@ pub struct Caller {
     /// The user name: a local user's, the identity provider's user name
     /// claim, or a workload's subject.
     pub user: String,
-    pub role: UserRole,
+    /// The global role: what the caller may do on every tenant and beyond
+    /// them. `None` for a caller whose access is its grants' alone.
+    pub role: Option<UserRole>,
     pub credential: Credential,
     pub source: Source,
     /// The user's groups at the identity provider; empty for others.
     pub groups: Vec<String>,
+    /// The grants that name the caller, which give it roles on tenants
+    /// beside its global role; empty for an admin, whom they cannot raise.
+    pub grants: Grants,
 }
 
 impl Caller {
-    /// A local user.
-    pub fn local(user: &str, role: UserRole, credential: Credential) -> Caller {
-        Caller { user: user.to_string(), role, credential, source: Source::Local, groups: Vec::new() }
+    /// A local user, with its global role or none.
+    pub fn local(user: &str, role: impl Into<Option<UserRole>>, credential: Credential) -> Caller {
+        Caller {
+            user: user.to_string(),
+            role: role.into(),
+            credential,
+            source: Source::Local,
+            groups: Vec::new(),
+            grants: Grants::default(),
+        }
+    }
+
+    /// The name of the caller's global role, `none` when it has none.
+    pub fn role_name(&self) -> &'static str {
+        UserRole::global_name(self.role)
     }
 
     /// The user name and groups a kubeconfig's certificate gives this
@@ -92,12 +110,80 @@ impl Caller {
         }
     }
 
-    /// Fails unless the caller's role holds `permission`.
+    /// Fails unless the caller's global role holds `permission`.
     pub fn require(&self, permission: Permission) -> Result<(), AuthError> {
-        if permission.allows(self.role) {
+        if permission.allows_global(self.role) {
             return Ok(());
         }
-        Err(AuthError::Forbidden { role: self.role.as_str(), action: permission.action() })
+        Err(AuthError::Forbidden { role: self.role_name(), action: permission.action() })
+    }
+
+    /// The caller's role on the tenant `name` labelled `labels`: its global
+    /// role joined with its grants that cover the tenant; `None` when it has
+    /// no access to the tenant at all.
+    pub fn role_on(&self, name: &str, labels: &Labels) -> Option<UserRole> {
+        role_on(self.role, &self.grants, name, labels)
+    }
+
+    /// The caller's role on the stored tenant `tenant`; its labels are read
+    /// only when a grant could need them.
+    pub fn role_on_tenant(&self, tenant: &cms_store::Object) -> Option<UserRole> {
+        if self.grants.is_empty() || self.role == Some(UserRole::Admin) {
+            return self.role;
+        }
+        self.role_on(&tenant.key.name, &tenant_labels(tenant))
+    }
+
+    /// Whether the caller holds `permission` on the stored tenant `tenant`.
+    pub fn holds_on(&self, permission: Permission, tenant: &cms_store::Object) -> bool {
+        self.holds_everywhere(permission)
+            || self.role_on_tenant(tenant).is_some_and(|role| permission.allows(role))
+    }
+
+    /// The names of the tenants among `tenants` on which the caller holds
+    /// `permission`; `None` when it holds it on every tenant.
+    pub fn tenants_holding<'a>(
+        &self,
+        permission: Permission,
+        tenants: impl IntoIterator<Item = &'a cms_store::Object>,
+    ) -> Option<std::collections::HashSet<String>> {
+        if self.holds_everywhere(permission) {
+            return None;
+        }
+        let held = tenants.into_iter().filter(|tenant| self.holds_on(permission, tenant));
+        Some(held.map(|tenant| tenant.key.name.clone()).collect())
+    }
+
+    /// Whether the caller holds `permission` on every tenant, by its global role.
+    pub fn holds_everywhere(&self, permission: Permission) -> bool {
+        permission.allows_global(self.role)
+    }
+
+    /// Whether the caller holds `permission` on some tenant, or may: by its
+    /// global role, or by a grant whose role holds it.
+    pub fn holds_somewhere(&self, permission: Permission) -> bool {
+        self.holds_everywhere(permission) || self.grants.iter().any(|grant| permission.allows(grant.role))
+    }
+
+    /// Fails unless the caller holds `permission` on some tenant
+    /// ([`Caller::holds_somewhere`]), with the global role's refusal.
+    pub fn require_somewhere(&self, permission: Permission) -> Result<(), AuthError> {
+        match self.holds_somewhere(permission) {
+            true => Ok(()),
+            false => self.require(permission),
+        }
+    }
+
+    /// Fails unless the caller's role on the tenant `name` labelled
+    /// `labels` holds `permission`: a tenant it has no access to at all is
+    /// [`AuthError::TenantNotFound`], as a missing one; one it sees but may
+    /// not change this way is [`AuthError::Forbidden`].
+    pub fn require_on(&self, permission: Permission, name: &str, labels: &Labels) -> Result<(), AuthError> {
+        match self.role_on(name, labels) {
+            None => Err(AuthError::TenantNotFound { tenant: name.to_string() }),
+            Some(role) if permission.allows(role) => Ok(()),
+            Some(role) => Err(AuthError::Forbidden { role: role.as_str(), action: permission.action() }),
+        }
     }
 
     /// Fails unless the caller is the local user `user` or may manage users.
@@ -130,7 +216,7 @@ mod tests {
             ..local.clone()
         };
         assert!(matches!(sso.require_self_or_admin("alice"), Err(AuthError::NotAllowed(_))));
-        let admin = Caller { role: UserRole::Admin, ..sso };
+        let admin = Caller { role: Some(UserRole::Admin), ..sso };
         assert!(admin.require_self_or_admin("bob").is_ok(), "an admin manages users wherever it comes from");
     }
 }

@@ -15,15 +15,22 @@
 //! - [`sso`]: single sign-on at an OpenID Connect provider, its groups
 //!   mapped to roles, and trusted workload issuers, their subjects mapped
 //!   to roles; `federated.rs` checks their tokens with `cms-oidc`.
-//! - [`Caller`] (`identity.rs`): who calls, with which role, credential and
-//!   identity source.
-//! - [`Authenticator`]: ties them to the store's [`cms_store::Accounts`].
+//! - [`Caller`] (`identity.rs`): who calls, with which global role,
+//!   credential and identity source, and the grants that name it.
+//! - [`Grant`] (`grants.rs`): a role on the tenants a grant covers, and
+//!   [`role_on`], a caller's role on one tenant: its global role joined
+//!   with its grants'. `grant_records.rs`: the grants the authenticator
+//!   reads (cached like roles), writes and attaches to each caller.
+//! - [`Authenticator`]: ties them to the store's [`cms_store::Accounts`];
+//!   `bootstrap.rs` creates the first admin on an empty store.
 
 pub mod api_token;
 mod authenticator;
 mod bootstrap;
 mod error;
 mod federated;
+mod grant_records;
+mod grants;
 mod identity;
 mod jwt;
 mod limits;
@@ -40,6 +47,7 @@ pub use bootstrap::{BOOTSTRAP_ADMIN, FirstAdmin, bootstrap_admin, create_first_a
 pub use cms_oidc::pkce_pair;
 pub use error::AuthError;
 pub use federated::SsoLogin;
+pub use grants::{Grant, Grants, Labels, role_on, tenant_labels};
 pub use identity::{Caller, Credential, Source};
 pub use jwt::{LoginClaims, LoginTokens, SsoClaims};
 pub use limits::{LimitOptions, Limits, WATCH_RETRY_AFTER, WatchSlot};

@@ -37,6 +37,9 @@ const ALL: &[UserRole] = &[UserRole::View, UserRole::Edit, UserRole::Admin];
 const EDITORS: &[UserRole] = &[UserRole::Edit, UserRole::Admin];
 const ADMINS: &[UserRole] = &[UserRole::Admin];
 
+/// The roles a grant may give on tenants; `admin` stays global.
+pub(crate) const GRANTABLE: &[UserRole] = &[UserRole::View, UserRole::Edit];
+
 /// Which roles hold each permission.
 const MATRIX: &[(Permission, &[UserRole])] = &[
     (Permission::Read, ALL),
@@ -52,6 +55,10 @@ const MATRIX: &[(Permission, &[UserRole])] = &[
     (Permission::ReadAudit, ADMINS),
     (Permission::RestoreBackup, ADMINS),
 ];
+
+/// What a caller with no global role holds beside what its grants give it
+/// on tenants: its own API tokens.
+const WITHOUT_ROLE: &[Permission] = &[Permission::OwnTokens];
 
 impl Permission {
     /// Every permission.
@@ -73,6 +80,21 @@ impl Permission {
     /// Whether `role` holds this permission.
     pub fn allows(self, role: UserRole) -> bool {
         MATRIX.iter().any(|(permission, roles)| *permission == self && roles.contains(&role))
+    }
+
+    /// Whether a caller whose global role is `role` holds this permission
+    /// everywhere; a caller with none holds only its own tokens.
+    pub fn allows_global(self, role: Option<UserRole>) -> bool {
+        match role {
+            Some(role) => self.allows(role),
+            None => WITHOUT_ROLE.contains(&self),
+        }
+    }
+
+    /// Whether a grant can give this permission on a tenant: the grantable
+    /// roles (`view`, `edit`) hold it there.
+    pub fn grantable(self) -> bool {
+        GRANTABLE.iter().any(|role| self.allows(*role))
     }
 
     /// The action, for messages.
@@ -113,5 +135,9 @@ mod tests {
         assert_eq!(view, [Read, ReadClientConfig, OwnTokens]);
         let edit: Vec<_> = Permission::ALL.into_iter().filter(|p| p.allows(UserRole::Edit)).collect();
         assert_eq!(edit, [Read, ReadClientConfig, ReadMachineConfig, Write, Delete, OwnTokens]);
+        let none: Vec<_> = Permission::ALL.into_iter().filter(|p| p.allows_global(None)).collect();
+        assert_eq!(none, [OwnTokens], "with no global role, only one's own tokens");
+        let granted: Vec<_> = Permission::ALL.into_iter().filter(|p| p.grantable()).collect();
+        assert_eq!(granted, [Read, ReadClientConfig, ReadMachineConfig, Write, Delete, OwnTokens]);
     }
 }

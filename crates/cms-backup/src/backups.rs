@@ -113,6 +113,12 @@ impl Backups {
         Ok(backup)
     }
 
+    /// Where the backup `id` of `tenant` is kept, for people: its file's
+    /// path or its object's `s3://` URL (the record lies beside it).
+    pub fn location(&self, tenant: &str, id: &str) -> String {
+        self.objects.locate(&file_key(tenant, id))
+    }
+
     /// The backups of `tenant`, oldest first.
     pub async fn list(&self, tenant: &str) -> Result<Vec<Backup>, BackupError> {
         control_planes(self.store.as_ref(), tenant)?;

@@ -112,6 +112,10 @@ impl S3Store {
 
 #[async_trait]
 impl BackupStore for S3Store {
+    fn locate(&self, key: &str) -> String {
+        format!("s3://{}/{}", self.bucket, self.full(key))
+    }
+
     async fn put(&self, key: &str, mut data: ByteStream) -> Result<u64, BackupError> {
         let path = self.path(key)?;
         // The first part's worth is gathered before anything is sent: an
@@ -278,5 +282,7 @@ mod tests {
         assert!(matches!(store.path("../x"), Err(BackupError::InvalidKey(_))));
         let top = S3Store::new("s3://b", []).unwrap();
         assert_eq!(top.path("acme/1.etcd").unwrap().as_ref(), "acme/1.etcd");
+        assert_eq!(store.locate("acme/1.etcd"), "s3://b/cms/prod/acme/1.etcd");
+        assert_eq!(top.locate("acme/1.etcd"), "s3://b/acme/1.etcd");
     }
 }

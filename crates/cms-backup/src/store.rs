@@ -35,6 +35,10 @@ pub trait BackupStore: Send + Sync + 'static {
 
     /// Removes the object `key`; removing one that does not exist is fine.
     async fn delete(&self, key: &str) -> Result<(), BackupError>;
+
+    /// Where the object `key` lives, for people: a file's path or an
+    /// `s3://` URL. Never a credential.
+    fn locate(&self, key: &str) -> String;
 }
 
 /// The suffix of files being written, which [`DirStore::list`] skips.
@@ -84,6 +88,10 @@ impl DirStore {
 
 #[async_trait]
 impl BackupStore for DirStore {
+    fn locate(&self, key: &str) -> String {
+        self.root.join(key).display().to_string()
+    }
+
     async fn put(&self, key: &str, mut data: ByteStream) -> Result<u64, BackupError> {
         let path = self.path(key)?;
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();

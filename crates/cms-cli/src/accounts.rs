@@ -114,8 +114,9 @@ fn with_password(user: &User) -> Result<serde_json::Value> {
     Ok(body)
 }
 
-fn role_of(name: &str) -> Result<UserRole> {
-    UserRole::from_name(name).ok_or_else(|| usage(format!("unknown role {name:?}: use admin, edit or view")))
+fn role_of(name: &str) -> Result<Option<UserRole>> {
+    UserRole::from_global_name(name)
+        .ok_or_else(|| usage(format!("unknown role {name:?}: use admin, edit, view or none")))
 }
 
 /// `cms tokens ...`.
@@ -160,7 +161,7 @@ fn token_user(user: &TokenUser, resolved: &Resolved) -> Result<String> {
         .ok_or_else(|| usage("whose tokens? pass --user NAME (only a saved login knows its user)"))
 }
 
-fn done<T: crate::tables::Row>(object: &T, kind: &str, verb: &str, format: Output) -> Result<()> {
+pub(crate) fn done<T: crate::tables::Row>(object: &T, kind: &str, verb: &str, format: Output) -> Result<()> {
     match format {
         Output::Json | Output::Yaml => out(&encode(object, format)?),
         _ => out(&format!("{kind}/{} {verb}\n", object.name())),

@@ -1,7 +1,7 @@
 //! `cms apply -f FILE`: create or update every document of a YAML or JSON file.
 //!
 //! Each document is a resource as the API shows it, plus `kind` (`Tenant`,
-//! `NodeGroup` or `ConfigPatch`) and, for the kinds that live in a tenant,
+//! `NodeGroup`, `ConfigPatch` or `Grant`) and, for the kinds that live in a tenant,
 //! `tenant` (else `--tenant`). Documents are checked against the shared
 //! cms-model types before anything is sent, then applied in order: created
 //! when missing, otherwise updated with the current `resourceVersion`.
@@ -10,7 +10,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
-use cms_model::{ConfigPatch, NodeGroup, Tenant};
+use cms_model::{ConfigPatch, Grant, NodeGroup, Tenant};
 use reqwest::Method;
 use serde_json::{Map, Value};
 
@@ -51,10 +51,16 @@ fn document(value: Value, default_tenant: Option<&str>) -> Result<Document> {
     let kind_name = take_string(&mut object, "kind")?.ok_or_else(|| anyhow!("`kind` is missing"))?;
     let kind = ResourceKind::from_document_kind(&kind_name)
         .filter(|kind| {
-            matches!(kind, ResourceKind::Tenants | ResourceKind::Nodegroups | ResourceKind::Configpatches)
+            matches!(
+                kind,
+                ResourceKind::Tenants
+                    | ResourceKind::Nodegroups
+                    | ResourceKind::Configpatches
+                    | ResourceKind::Grants
+            )
         })
         .ok_or_else(|| {
-            anyhow!("kind {kind_name:?} cannot be applied: use Tenant, NodeGroup or ConfigPatch")
+            anyhow!("kind {kind_name:?} cannot be applied: use Tenant, NodeGroup, ConfigPatch or Grant")
         })?;
     let tenant = take_string(&mut object, "tenant")?.or_else(|| default_tenant.map(str::to_string));
     let body = Value::Object(object);
@@ -62,11 +68,12 @@ fn document(value: Value, default_tenant: Option<&str>) -> Result<Document> {
     // Checked with the server's own types, so a typo is caught before sending.
     let name = match kind {
         ResourceKind::Tenants => cms_model::parse_json::<Tenant>(&bytes)?.metadata.name,
+        ResourceKind::Grants => cms_model::parse_json::<Grant>(&bytes)?.metadata.name,
         ResourceKind::Nodegroups => cms_model::parse_json::<NodeGroup>(&bytes)?.metadata.name,
         _ => cms_model::parse_json::<ConfigPatch>(&bytes)?.metadata.name,
     };
     let tenant = match (kind, tenant) {
-        (ResourceKind::Tenants, _) => None,
+        (ResourceKind::Tenants | ResourceKind::Grants, _) => None,
         (_, Some(tenant)) => Some(tenant),
         (_, None) => {
             return Err(anyhow!(
@@ -179,6 +186,10 @@ spec: {role: worker, count: 2, providerClass: 'metal:bare'}
         let error = |text: &str| format!("{:#}", parse_documents(text, None).unwrap_err());
         assert!(error("metadata: {name: a}").contains("`kind` is missing"));
         assert!(error("kind: Machine\nmetadata: {name: a}").contains("cannot be applied"));
+        let grant = "kind: Grant\nmetadata: {name: a-devs}\nspec: {role: edit, subjects: [{kind: Group, name: a-devs}], tenants: {selector: team=a}}";
+        let documents = parse_documents(grant, Some("ignored")).unwrap();
+        assert_eq!((documents[0].kind, documents[0].tenant.as_deref()), (ResourceKind::Grants, None));
+        assert!(error("kind: Grant\nmetadata: {name: g}\nspec: {role: edit, subject: []}").contains("spec"));
         let typo = error("kind: Tenant\nmetadata: {name: a}\nspec: {kubernetesVersion: 1.31.1, cout: 1}");
         assert!(typo.contains("spec"), "{typo}");
         assert!(error("kind: NodeGroup\nmetadata: {name: w}\nspec: {role: worker, count: 1, providerClass: 'metal:x'}").contains("names no tenant"));

@@ -60,12 +60,17 @@ pub(crate) enum Command {
     Get(GetArgs),
     /// Create or update resources from a YAML or JSON file (several YAML documents allowed)
     Apply(ApplyArgs),
+    /// Create a resource from flags: a grant (admins only)
+    #[command(subcommand)]
+    Create(CreateCommand),
     /// Delete a resource
     Delete(TargetArgs),
     /// Edit a resource in $EDITOR and save it back
     Edit(TargetArgs),
     /// Wait until a tenant meets a condition
     Wait(WaitArgs),
+    /// Follow tenant changes as events (ADDED, MODIFIED, DELETED), from the current state on
+    Watch(WatchArgs),
     /// Download a tenant's kubeconfig to a file, or merge it into ~/.kube/config
     Kubeconfig(KubeconfigArgs),
     /// Download a tenant's talosconfig
@@ -128,6 +133,10 @@ pub(crate) struct GetArgs {
     /// After listing, follow changes (tenants only)
     #[arg(short, long)]
     pub(crate) watch: bool,
+    /// Only objects whose labels match this selector, as in Kubernetes:
+    /// 'team in (a,b),env!=prod', 'tier', '!legacy' (not with a NAME)
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub(crate) selector: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -162,6 +171,15 @@ pub(crate) struct WaitArgs {
     /// How long to wait, such as 90s or 10m
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
     pub(crate) timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// Only this tenant
+    pub(crate) name: Option<String>,
+    /// Only tenants whose labels match this selector, as in Kubernetes (not with a NAME)
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub(crate) selector: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -264,13 +282,44 @@ pub(crate) struct MachineConfigArgs {
 }
 
 #[derive(Debug, Subcommand)]
+pub(crate) enum CreateCommand {
+    /// Give a role on chosen tenants to users, groups and workloads
+    Grant(CreateGrantArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CreateGrantArgs {
+    /// The grant's name
+    pub(crate) name: String,
+    /// view or edit (admin is a global role, never granted)
+    #[arg(long, value_parser = ["view", "edit"])]
+    pub(crate) role: String,
+    /// A local user to give it to (repeatable)
+    #[arg(long = "user", value_name = "NAME")]
+    pub(crate) users: Vec<String>,
+    /// A group at the single sign-on provider (repeatable)
+    #[arg(long = "group", value_name = "GROUP")]
+    pub(crate) groups: Vec<String>,
+    /// A workload subject pattern, such as 'system:serviceaccount:ci:*' (repeatable)
+    #[arg(long = "workload", value_name = "PATTERN")]
+    pub(crate) workloads: Vec<String>,
+    /// A tenant it covers, by name (repeatable)
+    #[arg(long = "tenant", value_name = "NAME")]
+    pub(crate) tenants: Vec<String>,
+    /// The tenants it covers by their labels, such as 'team=a'
+    #[arg(long, value_name = "SELECTOR")]
+    pub(crate) selector: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
 pub(crate) enum UsersCommand {
     /// List users, or show one
     Get { name: Option<String> },
     /// Create a user; the password is prompted for, or read from standard input
     Create {
         name: String,
-        #[arg(long, value_parser = ["admin", "edit", "view"])]
+        /// The global role; none leaves the user what its grants give
+        #[arg(long, value_parser = ["admin", "edit", "view", "none"])]
         role: String,
         #[arg(long)]
         password_stdin: bool,
@@ -278,7 +327,7 @@ pub(crate) enum UsersCommand {
     /// Change a user's role, password or both
     Update {
         name: String,
-        #[arg(long, value_parser = ["admin", "edit", "view"])]
+        #[arg(long, value_parser = ["admin", "edit", "view", "none"])]
         role: Option<String>,
         /// Set a new password: prompted for, or read from standard input with --password-stdin
         #[arg(long)]

@@ -1,7 +1,8 @@
 //! `cms get` and `cms delete`.
 
 use anyhow::{Context, Result};
-use cms_model::{ConfigPatch, List, Machine, NodeGroup, ProjectedList, Tenant};
+use cms_model::{ConfigPatch, Grant, List, Machine, NodeGroup, Projected, Tenant};
+use serde::de::DeserializeOwned;
 
 use crate::cli::{GetArgs, Output, TargetArgs};
 use crate::client::Client;
@@ -15,19 +16,30 @@ const PAGE: usize = 1000;
 
 /// `cms get KIND [NAME]`.
 pub(crate) fn get(client: &Client, args: &GetArgs, format: Output) -> Result<()> {
+    let selector = args.selector.as_deref();
+    if selector.is_some() && args.kind == ResourceKind::Projected {
+        return Err(usage("projected resources have no labels: --selector does not apply"));
+    }
+    if selector.is_some() && args.name.is_some() {
+        return Err(usage("a NAME and --selector cannot be given together"));
+    }
     if args.watch {
         return match args.kind {
-            ResourceKind::Tenants => crate::watch::get_watch(client, args.name.as_deref(), format),
+            ResourceKind::Tenants => crate::watch::get_watch(client, args.name.as_deref(), selector, format),
             _ => Err(usage("only tenants can be watched")),
         };
     }
     let tenant = args.tenant.as_deref();
     let name = args.name.as_deref();
-    match args.kind {
-        ResourceKind::Tenants => one_or_all::<Tenant>(client, args.kind, tenant, name, format),
-        ResourceKind::Nodegroups => one_or_all::<NodeGroup>(client, args.kind, tenant, name, format),
-        ResourceKind::Configpatches => one_or_all::<ConfigPatch>(client, args.kind, tenant, name, format),
-        ResourceKind::Machines => one_or_all::<Machine>(client, args.kind, tenant, name, format),
+    let kind = args.kind;
+    match kind {
+        ResourceKind::Tenants => one_or_all::<Tenant>(client, kind, tenant, name, selector, format),
+        ResourceKind::Nodegroups => one_or_all::<NodeGroup>(client, kind, tenant, name, selector, format),
+        ResourceKind::Configpatches => {
+            one_or_all::<ConfigPatch>(client, kind, tenant, name, selector, format)
+        }
+        ResourceKind::Machines => one_or_all::<Machine>(client, kind, tenant, name, selector, format),
+        ResourceKind::Grants => one_or_all::<Grant>(client, kind, tenant, name, selector, format),
         ResourceKind::Projected => projected(client, tenant, name, format),
     }
 }
@@ -37,6 +49,7 @@ fn one_or_all<T: Row>(
     kind: ResourceKind,
     tenant: Option<&str>,
     name: Option<&str>,
+    selector: Option<&str>,
     format: Output,
 ) -> Result<()> {
     match name {
@@ -44,20 +57,43 @@ fn one_or_all<T: Row>(
             let item: T = client.get(&kind.item(tenant, name)?)?;
             show(&[item], format, true)
         }
-        None => show(&list_all::<T>(client, &kind.collection(tenant)?)?, format, false),
+        None => show(&list_selected::<T>(client, &kind.collection(tenant)?, selector)?, format, false),
     }
 }
 
 /// Every item of a list, page by page.
 pub(crate) fn list_all<T: Row>(client: &Client, path: &str) -> Result<Vec<T>> {
+    list_selected(client, path, None)
+}
+
+/// Every item of a list that `selector` (a label selector, passed as
+/// `labelSelector`, which the server parses and judges) matches, page by
+/// page.
+pub(crate) fn list_selected<T: DeserializeOwned>(
+    client: &Client,
+    path: &str,
+    selector: Option<&str>,
+) -> Result<Vec<T>> {
+    let filter = selector_query(selector);
     let mut items = Vec::new();
     loop {
-        let page: List<T> = client.get(&format!("{path}?limit={PAGE}&offset={}", items.len()))?;
+        let page: List<T> = client.get(&format!("{path}?limit={PAGE}&offset={}{filter}", items.len()))?;
         let done = page.items.is_empty() || items.len() + page.items.len() >= page.total as usize;
         items.extend(page.items);
         if done {
             return Ok(items);
         }
+    }
+}
+
+/// `&labelSelector=...`, encoded, or nothing without a selector.
+pub(crate) fn selector_query(selector: Option<&str>) -> String {
+    match selector {
+        Some(selector) => format!(
+            "&labelSelector={}",
+            url::form_urlencoded::byte_serialize(selector.as_bytes()).collect::<String>()
+        ),
+        None => String::new(),
     }
 }
 
@@ -70,8 +106,8 @@ fn projected(client: &Client, tenant: Option<&str>, kind: Option<&str>, format: 
         (Some(tenant), None) => format!("/api/v1/tenants/{tenant}/projected"),
         (Some(tenant), Some(kind)) => format!("/api/v1/tenants/{tenant}/projected/{kind}"),
     };
-    let list: ProjectedList = client.get(&path)?;
-    show(&list.items, format, false)
+    let items: Vec<Projected> = list_selected(client, &path, None)?;
+    show(&items, format, false)
 }
 
 /// `cms delete KIND NAME`.
@@ -89,5 +125,20 @@ pub(crate) fn delete(client: &Client, args: &TargetArgs, format: Output) -> Resu
         // Tenants and machines are deleted asynchronously: the reply carries deletionTimestamp.
         (_, Some(_)) => out(&format!("{id} deletion requested\n")),
         (_, None) => out(&format!("{id} deleted\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_are_encoded_into_the_query() {
+        assert_eq!(selector_query(None), "");
+        assert_eq!(
+            selector_query(Some("team in (a,b),env!=prod")),
+            "&labelSelector=team+in+%28a%2Cb%29%2Cenv%21%3Dprod"
+        );
+        assert_eq!(selector_query(Some("a&b=#")), "&labelSelector=a%26b%3D%23");
     }
 }

@@ -17,6 +17,9 @@ pub(crate) enum ResourceKind {
     #[value(alias = "machine")]
     Machines,
     Projected,
+    /// Grants: roles on chosen tenants (admins only).
+    #[value(alias = "grant")]
+    Grants,
 }
 
 impl ResourceKind {
@@ -28,6 +31,7 @@ impl ResourceKind {
             ResourceKind::Configpatches => "configpatch",
             ResourceKind::Machines => "machine",
             ResourceKind::Projected => "projected",
+            ResourceKind::Grants => "grant",
         }
     }
 
@@ -39,6 +43,7 @@ impl ResourceKind {
             ResourceKind::Configpatches => "configpatches",
             ResourceKind::Machines => "machines",
             ResourceKind::Projected => "projected",
+            ResourceKind::Grants => "grants",
         }
     }
 
@@ -49,15 +54,16 @@ impl ResourceKind {
             "nodegroup" => Some(ResourceKind::Nodegroups),
             "configpatch" => Some(ResourceKind::Configpatches),
             "machine" => Some(ResourceKind::Machines),
+            "grant" => Some(ResourceKind::Grants),
             _ => None,
         }
     }
 
-    /// The collection's path: tenants at the root, the rest in a tenant
-    /// (machines and projected resources also across all tenants).
+    /// The collection's path: tenants and grants at the root, the rest in a
+    /// tenant (machines and projected resources also across all tenants).
     pub(crate) fn collection(self, tenant: Option<&str>) -> Result<String> {
         match (self, tenant) {
-            (ResourceKind::Tenants, _) => Ok("/api/v1/tenants".to_string()),
+            (ResourceKind::Tenants | ResourceKind::Grants, _) => Ok(format!("/api/v1/{}", self.segment())),
             (ResourceKind::Machines | ResourceKind::Projected, None) => {
                 Ok(format!("/api/v1/{}", self.segment()))
             }
@@ -69,7 +75,7 @@ impl ResourceKind {
     /// One object's path.
     pub(crate) fn item(self, tenant: Option<&str>, name: &str) -> Result<String> {
         match self {
-            ResourceKind::Tenants => Ok(format!("/api/v1/tenants/{name}")),
+            ResourceKind::Tenants | ResourceKind::Grants => Ok(format!("/api/v1/{}/{name}", self.segment())),
             _ if tenant.is_none() => {
                 Err(usage(format!("{}s live in a tenant: pass --tenant NAME", self.singular())))
             }
@@ -90,5 +96,8 @@ mod tests {
         assert_eq!(ResourceKind::Machines.collection(None).unwrap(), "/api/v1/machines");
         assert_eq!(ResourceKind::Tenants.item(None, "demo").unwrap(), "/api/v1/tenants/demo");
         assert_eq!(ResourceKind::from_document_kind("ConfigPatch"), Some(ResourceKind::Configpatches));
+        assert_eq!(ResourceKind::Grants.item(Some("ignored"), "a-devs").unwrap(), "/api/v1/grants/a-devs");
+        assert_eq!(ResourceKind::Grants.collection(None).unwrap(), "/api/v1/grants");
+        assert_eq!(ResourceKind::from_document_kind("Grant"), Some(ResourceKind::Grants));
     }
 }

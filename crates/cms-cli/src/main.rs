@@ -14,10 +14,12 @@ mod downloads;
 mod edit;
 mod failure;
 mod get;
+mod grants;
 mod health;
 mod kinds;
 mod kubeconfig;
 mod output;
+mod reflector;
 mod sse;
 mod sso;
 #[cfg(test)]
@@ -32,7 +34,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{CommandFactory, Parser};
 
-use crate::cli::{Cli, Command, MachineCommand};
+use crate::cli::{Cli, Command, CreateCommand, MachineCommand};
 use crate::client::Client;
 
 fn main() -> ExitCode {
@@ -60,9 +62,11 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Login(args) => accounts::login(&client, args, &cli.global),
         Command::Get(args) => get::get(&client, args, format),
         Command::Apply(args) => apply::apply(&client, args, format),
+        Command::Create(CreateCommand::Grant(args)) => grants::create(&client, args, format),
         Command::Delete(args) => get::delete(&client, args, format),
         Command::Edit(args) => edit::edit(&client, args, format),
         Command::Wait(args) => wait::wait(&client, args),
+        Command::Watch(args) => watch::watch(&client, args, format),
         Command::Kubeconfig(args) => downloads::kubeconfig(&client, args),
         Command::Talosconfig(args) => downloads::talosconfig(&client, args),
         Command::Secrets(args) => downloads::secrets(&client, args),

@@ -1,7 +1,9 @@
 //! The columns of each kind's table, built from the shared cms-model types.
 
 use chrono::{DateTime, Utc};
-use cms_model::{ApiToken, Backup, ConfigPatch, Machine, NodeGroup, Projected, Tenant, User};
+use cms_model::{
+    ApiToken, Backup, ConfigPatch, Grant, Machine, NodeGroup, Projected, Tenant, User, UserRole,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -117,7 +119,35 @@ impl Row for User {
     fn cells(&self, now: DateTime<Utc>) -> Vec<String> {
         vec![
             self.metadata.name.clone(),
+            UserRole::global_name(self.spec.role).to_string(),
+            age(self.metadata.created_at, now),
+        ]
+    }
+}
+
+impl Row for Grant {
+    const KIND: &'static str = "grant";
+    const HEADERS: &'static [&'static str] = &["NAME", "ROLE", "SUBJECTS", "TENANTS", "AGE"];
+    fn name(&self) -> String {
+        self.metadata.name.clone()
+    }
+    fn cells(&self, now: DateTime<Utc>) -> Vec<String> {
+        let subjects: Vec<String> = self
+            .spec
+            .subjects
+            .iter()
+            .map(|subject| format!("{}:{}", subject.kind.as_str(), subject.name))
+            .collect();
+        let tenants = &self.spec.tenants;
+        let mut chosen: Vec<String> = tenants.names.clone();
+        if let Some(selector) = &tenants.selector {
+            chosen.push(format!("selector({selector})"));
+        }
+        vec![
+            self.metadata.name.clone(),
             self.spec.role.as_str().to_string(),
+            subjects.join(","),
+            chosen.join(","),
             age(self.metadata.created_at, now),
         ]
     }

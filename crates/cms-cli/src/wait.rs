@@ -103,7 +103,7 @@ pub(crate) fn wait(client: &Client, args: &WaitArgs) -> Result<()> {
     let target = format!("tenant/{name}");
     let started = Instant::now();
     let deadline = started + args.timeout;
-    let receiver = watch_tenants(client);
+    let receiver = watch_tenants(client, Some(name), None);
     let mut current: Option<Tenant> = None;
     let mut synced = false;
     let mut shown = String::new();

@@ -1,7 +1,8 @@
 // The console's one script: progressive enhancement, no framework, no
-// build step. Every page works without it; with it, the tenants table and
-// the tenant page follow changes live over server-sent events (/events),
-// the delete and confirm-replacement buttons wait for the typed name, and
+// build step. Every page works without it; with it, the tenants table, the
+// tenant page and its backups page follow changes live over server-sent
+// events (/events), the buttons of forms confirmed by a typed name (delete
+// a tenant, confirm a replacement, restore or delete a backup) wait for it, and
 // a refused form puts the focus on its first wrong field. It builds
 // elements with the DOM (textContent, never innerHTML) and sets no inline
 // style, so the page's content security policy holds. docs/console.md
@@ -81,6 +82,23 @@
     return value ? "yes" : "no";
   }
 
+  // Why a tenant is not ready, as the server words it (summary.rs).
+  function reasonText(tenant) {
+    if (tenant.message) {
+      return tenant.message;
+    }
+    return tenant.ready ? "none" : "no reason reported yet";
+  }
+
+  // The readiness of an element: its words and its data-ready, which the
+  // stylesheet colours (green only when ready).
+  function setReady(element, ready) {
+    if (element) {
+      setText(element, yesNo(ready));
+      element.setAttribute("data-ready", yesNo(ready));
+    }
+  }
+
   // The tenants table: rows updated in place, added on the first page when
   // they match its filters, removed when deleted.
   function fillRow(row, tenant) {
@@ -89,7 +107,9 @@
     if (phase) {
       phase.setAttribute("data-phase", tenant.phase);
     }
-    setText(row.querySelector(".ready"), yesNo(tenant.ready));
+    row.setAttribute("data-ready", yesNo(tenant.ready));
+    setReady(row.querySelector(".ready"), tenant.ready);
+    setText(row.querySelector(".message"), tenant.ready ? "" : reasonText(tenant));
     setText(row.querySelector(".kubernetes"), tenant.kubernetes);
     setText(row.querySelector(".talos"), tenant.talos);
     setText(row.querySelector(".machines"), tenant.machines);
@@ -105,7 +125,7 @@
     link.textContent = tenant.name;
     name.appendChild(link);
     row.appendChild(name);
-    ["phase", "ready", "kubernetes", "talos", "machines"].forEach(function (className) {
+    ["phase", "ready", "message", "kubernetes", "talos", "machines"].forEach(function (className) {
       row.appendChild(cell("td", className));
     });
     var age = cell("td", "age");
@@ -118,27 +138,14 @@
     return row;
   }
 
-  function labelsMatch(selector, labels) {
-    return selector.split(",").every(function (term) {
-      term = term.trim();
-      if (term === "") {
-        return true;
-      }
-      var equals = term.indexOf("=");
-      if (equals < 0) {
-        return Object.prototype.hasOwnProperty.call(labels, term);
-      }
-      var key = term.slice(0, equals).trim();
-      return Object.prototype.hasOwnProperty.call(labels, key) && labels[key] === term.slice(equals + 1).trim();
-    });
-  }
-
+  // The label selector is judged by the server: the stream is opened with
+  // it, and each update says whether the tenant matches (`selected`).
   function matchesFilters(table, tenant) {
     var q = table.getAttribute("data-q") || "";
     var phase = table.getAttribute("data-phase") || "";
     return tenant.name.indexOf(q) >= 0 &&
       (phase === "" || tenant.phase === phase) &&
-      labelsMatch(table.getAttribute("data-label") || "", tenant.labels || {});
+      tenant.selected !== false;
   }
 
   function findRow(body, name) {
@@ -173,6 +180,10 @@
     var page = Number(table.getAttribute("data-page"));
     var perPage = Number(table.getAttribute("data-per-page"));
     var url = "/events?since=" + encodeURIComponent(table.getAttribute("data-revision"));
+    var label = table.getAttribute("data-label") || "";
+    if (label !== "") {
+      url += "&label=" + encodeURIComponent(label);
+    }
     listen(url, function (tenant) {
       var row = findRow(body, tenant.name);
       if (tenant.type === "DELETED") {
@@ -217,7 +228,8 @@
     });
   }
 
-  // The tenant page: status, message and conditions follow the tenant.
+  // The tenant page: the headline (ready, why not, phase) and the
+  // conditions follow the tenant.
   function formatTime(iso) {
     var date = new Date(iso);
     if (isNaN(date.getTime())) {
@@ -263,6 +275,50 @@
     list.appendChild(item);
   }
 
+  // The line that says where the tenant's last restore stands, in the
+  // words of the server's backups.rs (restoring_text).
+  function followRestoring(conditions) {
+    var line = document.getElementById("restoring-condition");
+    if (!line) {
+      return;
+    }
+    var condition = null;
+    (conditions || []).forEach(function (each) {
+      if (each.type === "Restoring") {
+        condition = each;
+      }
+    });
+    var text = "No restore has run.";
+    if (condition && condition.status === "True") {
+      text = "Restoring: " + (condition.message || "");
+    } else if (condition && condition.reason === "Restored") {
+      text = "Restored: " + (condition.message || "");
+    } else if (condition) {
+      text = "Restore failed: " + (condition.message || "");
+    }
+    line.setAttribute("data-status", condition ? condition.status : "");
+    line.setAttribute("data-reason", condition ? condition.reason || "" : "");
+    setText(line, text);
+  }
+
+  // The backups page: the restore line follows the tenant's Restoring
+  // condition; the list itself is what the page read.
+  function backupsSection(section) {
+    var name = section.getAttribute("data-tenant");
+    var url = "/events?tenant=" + encodeURIComponent(name) +
+      "&since=" + encodeURIComponent(section.getAttribute("data-revision"));
+    listen(url, function (tenant) {
+      if (tenant.name !== name) {
+        return;
+      }
+      if (tenant.type === "DELETED") {
+        notify("This tenant has been deleted.", "Back to the tenants", "/");
+        return;
+      }
+      followRestoring(tenant.conditions);
+    });
+  }
+
   function tenantSection(section) {
     var name = section.getAttribute("data-tenant");
     var url = "/events?tenant=" + encodeURIComponent(name) +
@@ -281,8 +337,14 @@
         phase.setAttribute("data-phase", tenant.phase);
       }
       recordPhase(tenant.phase);
-      setText(document.getElementById("ready"), yesNo(tenant.ready));
-      setText(document.getElementById("message"), tenant.message || "none");
+      var headline = document.getElementById("headline");
+      if (headline) {
+        headline.setAttribute("data-ready", yesNo(tenant.ready));
+        headline.setAttribute("data-phase", tenant.phase);
+      }
+      setReady(document.getElementById("ready"), tenant.ready);
+      setText(document.getElementById("message-label"), tenant.ready ? "Message" : "Why not ready");
+      setText(document.getElementById("message"), reasonText(tenant));
       var table = document.getElementById("conditions");
       if (table) {
         var body = document.createElement("tbody");
@@ -291,12 +353,13 @@
         });
         table.replaceChild(body, table.tBodies[0]);
       }
+      followRestoring(tenant.conditions);
     });
   }
 
   // A form confirmed by typing a name (the tenant's delete form, a
-  // machine's replacement): its button waits until the name in its
-  // data-name is typed.
+  // machine's replacement, a backup's restore and delete): its button
+  // waits until the name in its data-name is typed.
   function deleteForm(form) {
     var input = form.querySelector("input[name=confirm]");
     var button = form.querySelector("button[type=submit]");
@@ -350,7 +413,12 @@
   if (section) {
     tenantSection(section);
   }
-  document.querySelectorAll("form#delete-tenant, form.confirm-replacement").forEach(deleteForm);
+  var backups = document.getElementById("backups");
+  if (backups) {
+    backupsSection(backups);
+  }
+  document.querySelectorAll("form#delete-tenant, form.confirm-replacement, form.restore-backup, form.delete-backup")
+    .forEach(deleteForm);
   document.querySelectorAll("input[data-copy]").forEach(copyButton);
   var invalid = document.querySelector("[aria-invalid=true]");
   if (invalid) {

@@ -79,7 +79,7 @@ const GROUP_FIELDS: [&Field; 4] = [&GROUP, &COUNT, &CLASS, &HOSTS];
 /// `GET /tenants/new`: the empty form, for roles that may create tenants.
 pub(crate) async fn form(console: &Console, request: &Request) -> Outcome {
     let session = session::require(console, request).await?;
-    session.require(Permission::Write)?;
+    session.require_somewhere(Permission::Write)?;
     let defaults = Form::of(&[(GROUP.name, "controlplane"), (COUNT.name, "1"), (CLASS.name, "metal:bare")]);
     Ok(render(&session, StatusCode::OK, &defaults, None))
 }
@@ -90,10 +90,15 @@ pub(crate) async fn submit(console: &Console, request: &Request) -> Outcome {
     let session = session::require(console, request).await?;
     let form = Form::posted(request)?;
     csrf::check(&session, &form)?;
-    session.require(Permission::Write)?;
+    session.require_somewhere(Permission::Write)?;
     let name = form.get(NAME.name).trim().to_string();
     let outcome = match tenant(&form) {
         Err(field) => Ok(render(&session, StatusCode::UNPROCESSABLE_ENTITY, &form, Some(&field))),
+        Ok(tenant)
+            if let Some(message) = session.refusal_on(Permission::Write, &name, &tenant.metadata.labels) =>
+        {
+            Ok(render(&session, StatusCode::FORBIDDEN, &form, Some(&FieldError::new(NAME.path, message))))
+        }
         Ok(tenant) => match console.tenancy.create_tenant(tenant).await {
             Ok(_) => {
                 tracing::info!(user = %session.caller.user, tenant = %name, "created a tenant");

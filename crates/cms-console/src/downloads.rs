@@ -16,13 +16,13 @@ use crate::reply::{self, Outcome, Refused};
 use crate::session::{self, Session};
 use crate::{Console, Request, Response};
 
-/// The kubeconfig of tenant `name`, as the caller's role (and, for a user
-/// from the identity provider, its name and groups).
+/// The kubeconfig of tenant `name`, as the caller's role on it (and, for a
+/// user from the identity provider, its name and groups).
 pub(crate) async fn kubeconfig(console: &Console, request: &Request, name: &str) -> Outcome {
     let (session, ttl) = allowed(console, request).await?;
     let (user, groups) = session.caller.kube_identity();
     let identity =
-        cms_talos::KubeIdentity { role: session.caller.role, name: user.as_deref(), groups: &groups };
+        cms_talos::KubeIdentity { role: session.tenant_role()?, name: user.as_deref(), groups: &groups };
     let yaml = console
         .tenancy
         .kubeconfig_as(name, &identity, ttl)
@@ -31,12 +31,12 @@ pub(crate) async fn kubeconfig(console: &Console, request: &Request, name: &str)
     Ok(issued(&session, name, "kubeconfig", ttl, yaml))
 }
 
-/// The talosconfig of tenant `name`, as the caller's role.
+/// The talosconfig of tenant `name`, as the caller's role on it.
 pub(crate) async fn talosconfig(console: &Console, request: &Request, name: &str) -> Outcome {
     let (session, ttl) = allowed(console, request).await?;
     let yaml = console
         .tenancy
-        .talosconfig(name, session.caller.role, ttl)
+        .talosconfig(name, session.tenant_role()?, ttl)
         .await
         .map_err(|err| Failure::from(err).page(Some(&session)))?;
     Ok(issued(&session, name, "talosconfig", ttl, yaml))
@@ -72,7 +72,7 @@ fn ttl(console: &Console, asked: Option<&str>) -> Result<Duration, String> {
 fn issued(session: &Session, tenant: &str, document: &str, ttl: Duration, yaml: String) -> Response {
     tracing::info!(
         user = %session.caller.user,
-        role = session.caller.role.as_str(),
+        role = session.role_shown(),
         tenant,
         ttl = %humantime::format_duration(ttl),
         "issued a {document} from the console"

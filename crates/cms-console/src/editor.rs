@@ -114,6 +114,9 @@ pub(crate) async fn save(console: &Console, request: &Request, name: &str) -> Ou
         let message = format!("is {:?}, but this editor saves tenant {name:?}", tenant.metadata.name);
         return refused(StatusCode::BAD_REQUEST, Refusal::Field(FieldError::new("metadata.name", message)));
     }
+    if let Some(message) = session.refusal_on(Permission::Write, name, &tenant.metadata.labels) {
+        return refused(StatusCode::FORBIDDEN, Refusal::Field(FieldError::new("metadata.labels", message)));
+    }
     match console.tenancy.update_tenant(tenant).await {
         Ok(_) => {
             tracing::info!(user = %session.caller.user, tenant = name, "edited a tenant as YAML");
@@ -135,17 +138,23 @@ pub(crate) async fn save(console: &Console, request: &Request, name: &str) -> Ou
 /// `GET /tenants/new/yaml`.
 pub(crate) async fn create_form(console: &Console, request: &Request) -> Outcome {
     let session = session::require(console, request).await?;
-    session.require(Permission::Write)?;
+    session.require_somewhere(Permission::Write)?;
     Ok(render(&session, Mode::Create, StatusCode::OK, TEMPLATE, None))
 }
 
 /// `POST /tenants/new/yaml`: creates the tenant and goes to its page.
 pub(crate) async fn create(console: &Console, request: &Request) -> Outcome {
-    let (session, form) = session::posted(console, request, Permission::Write).await?;
+    let (session, form) = session::posted_somewhere(console, request, Permission::Write).await?;
     let text = form.get("yaml");
     let refused = |status, refusal| Ok(render(&session, Mode::Create, status, text, Some(&refusal)));
     let outcome = match parse(text) {
         Err(refusal) => refused(StatusCode::UNPROCESSABLE_ENTITY, refusal),
+        Ok(tenant)
+            if let Some(message) =
+                session.refusal_on(Permission::Write, &tenant.metadata.name, &tenant.metadata.labels) =>
+        {
+            refused(StatusCode::FORBIDDEN, Refusal::Field(FieldError::new("metadata.name", message)))
+        }
         Ok(tenant) => {
             let name = tenant.metadata.name.clone();
             match console.tenancy.create_tenant(tenant).await {

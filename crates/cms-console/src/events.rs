@@ -6,7 +6,10 @@
 //! `{"type", "name", "phase", "ready", "kubernetes", "talos", "machines",
 //! "deleting", "labels", "message", "conditions"}`, `type` being `ADDED`,
 //! `MODIFIED` or `DELETED` (a machine's change is its tenant's `MODIFIED`).
-//! With `?tenant=NAME` it sends that tenant's changes only.
+//! With `?tenant=NAME` it sends that tenant's changes only. With
+//! `?label=SELECTOR` (the tenants page's label selector) each update also
+//! says whether the tenant's labels match it, `"selected": true|false`, so
+//! the page never parses selectors itself; a malformed one is `400`.
 //!
 //! A page carries the store revision it was read at, and opens the stream
 //! with `?since=R`, so a change between the page and the stream is not
@@ -17,6 +20,9 @@
 //! out of date. Every heartbeat checks the session again, so a stream ends
 //! when its session does; the browser's reconnection then gets `401`.
 //!
+//! A caller whose grants give it some tenants gets their updates only
+//! (`events/visible.rs`).
+//!
 //! A stream is a watch like the API's: it holds one of its user's watch
 //! slots (`cms_auth::Limits`) while it is open, and past the bound the
 //! answer is `429` with `Retry-After`.
@@ -25,7 +31,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cms_auth::{Permission, WATCH_RETRY_AFTER, WatchSlot};
-use cms_model::Kind;
+use cms_model::{Kind, LabelSelector};
 use cms_store::{Key, StoreError, WatchEvent, WatchItem, WatchStream};
 use futures_util::{Stream, StreamExt};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
@@ -39,6 +45,10 @@ use crate::reply::{self, Outcome};
 use crate::session::{self, Session};
 use crate::summary::Summary;
 use crate::{Body, Console, Request, Response};
+
+mod visible;
+
+use visible::Visible;
 
 const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
@@ -62,9 +72,17 @@ pub(crate) async fn stream(console: &Console, request: &Request) -> Outcome {
     let Some(session) = session::current(console, request.headers()).await else {
         return session::unauthorized();
     };
-    if session.caller.require(Permission::Read).is_err() {
+    if !session.may_somewhere(Permission::Read) {
         return Err(reply::text(StatusCode::FORBIDDEN, "this role may not read tenants").into());
     }
+    let query = Form::query(request);
+    let selector = match query.optional("label").map(LabelSelector::parse).transpose() {
+        Ok(selector) => selector,
+        Err(err) => {
+            let message = crate::filters::selector_message(query.get("label"), &err);
+            return Err(reply::bytes(StatusCode::BAD_REQUEST, "text/plain; charset=utf-8", message).into());
+        }
+    };
     let slot = match console.auth.limits().open_watch(&session.caller) {
         Ok(slot) => slot,
         Err(err) => {
@@ -74,15 +92,15 @@ pub(crate) async fn stream(console: &Console, request: &Request) -> Outcome {
             return Err(refused.into());
         }
     };
-    let query = Form::query(request);
     let tenant = query.optional("tenant").map(str::to_string);
+    let only = Only { tenant, selector };
     let last_event_id = request.headers().get("last-event-id").and_then(|value| value.to_str().ok());
     let resume = last_event_id.and_then(Position::parse).or_else(|| {
         let since = query.optional("since")?.parse().ok()?;
         Some(Position { tenants: since, machines: since })
     });
     let watches = open(console, resume).await.map_err(|failure| failure.page(Some(&session)))?;
-    let frames = frames(console.clone(), session, watches, tenant, slot);
+    let frames = frames(console.clone(), session, watches, only, slot);
     let mut response = Response::new(Body::Stream(Box::pin(frames)));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
@@ -90,6 +108,14 @@ pub(crate) async fn stream(console: &Console, request: &Request) -> Outcome {
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// Which updates a stream sends, and what they say.
+struct Only {
+    /// Only this tenant's.
+    tenant: Option<String>,
+    /// Each update says whether the tenant's labels match.
+    selector: Option<LabelSelector>,
 }
 
 /// The two watches, and where they start.
@@ -128,7 +154,7 @@ fn frames(
     console: Console,
     session: Session,
     watches: Watches,
-    tenant: Option<String>,
+    only: Only,
     slot: WatchSlot,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let heartbeat = console.options.heartbeat.max(Duration::from_millis(1));
@@ -137,6 +163,7 @@ fn frames(
         let _slot = slot;
         let Watches { mut tenants, mut machines, resumed, resync } = watches;
         let mut position = resumed.unwrap_or(Position { tenants: 0, machines: 0 });
+        let mut visible = Visible::new(console.store().as_ref(), &session.caller);
         let (mut tenants_synced, mut machines_synced) = (resumed.is_some(), resumed.is_some());
         if resync {
             yield Bytes::from_static(b"data: {\"type\":\"RESYNC\"}\n\n");
@@ -165,7 +192,12 @@ fn frames(
                     }
                     Some(Ok(WatchItem::Event(event))) if tenants_synced => {
                         position.tenants = event.revision;
-                        if let Some(update) = tenant_update(&console, &event, tenant.as_deref()) {
+                        let kind = match visible.as_mut() {
+                            Some(visible) => visible.tenant(event.event_type, &event.object),
+                            None => Some(event.event_type.as_str()),
+                        };
+                        if let Some(kind) = kind && let Some(mut update) = tenant_update(&console, &event, &only) {
+                            update.kind = kind;
                             yield frame(position, Some(&update));
                         }
                     }
@@ -182,7 +214,8 @@ fn frames(
                     }
                     Some(Ok(WatchItem::Event(event))) if machines_synced => {
                         position.machines = event.revision;
-                        if let Some(update) = machine_update(&console, &event, tenant.as_deref()) {
+                        let shown = visible.as_ref().is_none_or(|visible| visible.machine(&event.object.key.tenant));
+                        if shown && let Some(update) = machine_update(&console, &event, &only) {
                             yield frame(position, Some(&update));
                         }
                     }
@@ -200,31 +233,41 @@ struct Update {
     kind: &'static str,
     #[serde(flatten)]
     summary: Summary,
+    /// Whether the tenant's labels match the stream's selector, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    selected: Option<bool>,
+}
+
+impl Update {
+    fn new(kind: &'static str, summary: Summary, only: &Only) -> Update {
+        let selected = only.selector.as_ref().map(|selector| selector.matches(&summary.labels));
+        Update { kind, summary, selected }
+    }
 }
 
 /// The update a tenant's change makes, unless the stream is for another tenant.
-fn tenant_update(console: &Console, event: &WatchEvent, only: Option<&str>) -> Option<Update> {
+fn tenant_update(console: &Console, event: &WatchEvent, only: &Only) -> Option<Update> {
     let name = &event.object.key.name;
-    if only.is_some_and(|only| only != name) {
+    if only.tenant.as_ref().is_some_and(|only| only != name) {
         return None;
     }
     let default_talos = &console.tenancy.secrets().options().default_talos_version;
     let summary = Summary::of_object(&event.object, console.store().as_ref(), default_talos);
-    Some(Update { kind: event.event_type.as_str(), summary })
+    Some(Update::new(event.event_type.as_str(), summary, only))
 }
 
 /// The update a machine's change makes: its tenant, as it is now, unless
 /// the tenant is gone or the stream is for another one.
-fn machine_update(console: &Console, event: &WatchEvent, only: Option<&str>) -> Option<Update> {
+fn machine_update(console: &Console, event: &WatchEvent, only: &Only) -> Option<Update> {
     let name = &event.object.key.tenant;
-    if only.is_some_and(|only| only != name) {
+    if only.tenant.as_ref().is_some_and(|only| only != name) {
         return None;
     }
     let store = console.store();
     let tenant = store.get(&Key::tenant(name.clone()))?;
     let default_talos = &console.tenancy.secrets().options().default_talos_version;
     let summary = Summary::of_object(&tenant, store.as_ref(), default_talos);
-    Some(Update { kind: "MODIFIED", summary })
+    Some(Update::new("MODIFIED", summary, only))
 }
 
 /// `id: T.M`, and the update's `data` when there is one.

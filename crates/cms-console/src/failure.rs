@@ -7,6 +7,7 @@ use std::error::Error as StdError;
 use std::fmt::Write as _;
 
 use cms_auth::AuthError;
+use cms_backup::BackupError;
 use cms_store::StoreError;
 use cms_talos::TalosError;
 use cms_tenancy::TenancyError;
@@ -112,6 +113,24 @@ impl From<TalosError> for Failure {
     }
 }
 
+impl From<BackupError> for Failure {
+    /// The statuses of the API's backup routes (`cms-service`'s `backups.rs`).
+    fn from(err: BackupError) -> Failure {
+        match err {
+            BackupError::TenantNotFound(_)
+            | BackupError::BackupNotFound { .. }
+            | BackupError::NotFound(_) => Failure::new(StatusCode::NOT_FOUND, err.to_string()),
+            BackupError::Busy(_)
+            | BackupError::NoControlPlane { .. }
+            | BackupError::Node { .. }
+            | BackupError::Tampered
+            | BackupError::Checksum
+            | BackupError::Malformed(_) => Failure::new(StatusCode::CONFLICT, err.to_string()),
+            BackupError::InvalidKey(_) | BackupError::Io(_) | BackupError::Key(_) => Failure::internal(&err),
+        }
+    }
+}
+
 impl From<AuthError> for Failure {
     fn from(err: AuthError) -> Failure {
         match err {
@@ -130,7 +149,11 @@ impl From<AuthError> for Failure {
             | AuthError::TooManyWatches { .. } => {
                 Failure::new(StatusCode::TOO_MANY_REQUESTS, err.to_string())
             }
-            AuthError::TooManyTokens { .. } => Failure::new(StatusCode::CONFLICT, err.to_string()),
+            AuthError::TooManyTokens { .. } | AuthError::TooManyGrants { .. } => {
+                Failure::new(StatusCode::CONFLICT, err.to_string())
+            }
+            AuthError::TenantNotFound { .. } => Failure::new(StatusCode::NOT_FOUND, err.to_string()),
+            AuthError::NotGrantable(message) => Failure::new(StatusCode::BAD_REQUEST, message),
             AuthError::Invalid(field) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, field.to_string()),
             AuthError::Store(store) => store.into(),
             AuthError::Crypto(_) => Failure::internal(&err),
@@ -153,6 +176,10 @@ mod tests {
         check(AuthError::TooManyAttempts { retry_after: 9 }.into(), 429);
         check(AuthError::LoginsBusy { retry_after: 1 }.into(), 429);
         check(AuthError::TooManyTokens { user: "a".into(), cap: 100 }.into(), 409);
+        check(BackupError::BackupNotFound { tenant: "a".into(), id: "b".into() }.into(), 404);
+        check(BackupError::Busy("a".into()).into(), 409);
+        check(BackupError::Tampered.into(), 409);
+        check(BackupError::Io(std::io::Error::other("disk")).into(), 500);
         let internal = Failure::from(StoreError::Corrupt("select * from secrets".into()));
         assert_eq!(internal.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!internal.message.contains("secrets"), "internals stay in the log");

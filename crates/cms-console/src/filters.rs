@@ -1,12 +1,12 @@
 //! The tenants page's query: a name substring (`q`), a label selector
-//! (`label=key=value`, terms separated by commas; a bare `key` asks only
-//! that the label exists), a phase (`phase`) and the page (`page`, from 1).
-//! Filtering reads the store's cached objects: the name from the key, and
-//! for labels and phase only those two fields of the stored JSON.
+//! (`label`, parsed as the API's `labelSelector` is, Kubernetes' syntax:
+//! `team in (a,b),env!=prod`), a phase (`phase`) and the page (`page`, from
+//! 1). Filtering reads the store's cached objects: the name from the key,
+//! and for labels and phase only those two fields of the stored JSON.
 
 use std::collections::BTreeMap;
 
-use cms_model::Phase;
+use cms_model::{LabelSelector, Phase, SelectorError};
 use cms_store::Object;
 use serde::Deserialize;
 
@@ -20,7 +20,13 @@ pub(crate) const PER_PAGE: usize = 50;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Filters {
     pub(crate) q: String,
+    /// The label selector as typed, trimmed.
     pub(crate) label: String,
+    /// `label`, parsed; empty when `label` is empty or malformed.
+    pub(crate) selector: LabelSelector,
+    /// Why `label` is malformed, for people: the page then shows the
+    /// message at the field and lists nothing.
+    pub(crate) label_error: Option<String>,
     pub(crate) phase: Option<Phase>,
     /// The page, from 1.
     pub(crate) page: usize,
@@ -50,12 +56,11 @@ impl Filters {
                 .ok_or_else(|| BadQuery(format!("The page must be a number from 1, not {text:?}.")))?,
         };
         let label = query.get("label").trim().to_string();
-        for term in terms(&label) {
-            if term.0.is_empty() {
-                return Err(BadQuery(format!("The label selector {label:?} has a term without a key.")));
-            }
-        }
-        Ok(Filters { q: query.get("q").trim().to_lowercase(), label, phase, page })
+        let (selector, label_error) = match LabelSelector::parse(&label) {
+            Ok(selector) => (selector, None),
+            Err(err) => (LabelSelector::default(), Some(selector_message(&label, &err))),
+        };
+        Ok(Filters { q: query.get("q").trim().to_lowercase(), label, selector, label_error, phase, page })
     }
 
     /// Whether anything but the page narrows the list.
@@ -68,16 +73,15 @@ impl Filters {
         if !object.key.name.contains(&self.q) {
             return false;
         }
-        if self.label.is_empty() && self.phase.is_none() {
+        if self.label_error.is_some() {
+            return false;
+        }
+        if self.selector.is_empty() && self.phase.is_none() {
             return true;
         }
         let Ok(fields) = serde_json::from_slice::<Filtered>(&object.json) else { return false };
-        let labels = fields.metadata.labels;
-        let labelled = terms(&self.label).all(|(key, value)| match value {
-            Some(value) => labels.get(key).is_some_and(|have| have == value),
-            None => labels.contains_key(key),
-        });
-        labelled && self.phase.is_none_or(|phase| fields.status.phase == phase)
+        self.selector.matches(&fields.metadata.labels)
+            && self.phase.is_none_or(|phase| fields.status.phase == phase)
     }
 
     /// The offset of the page's first tenant.
@@ -104,14 +108,13 @@ impl Filters {
     }
 }
 
-/// The terms of a label selector: `(key, Some(value))` or `(key, None)`.
-fn terms(selector: &str) -> impl Iterator<Item = (&str, Option<&str>)> {
-    selector.split(',').map(str::trim).filter(|term| !term.is_empty()).map(|term| {
-        match term.split_once('=') {
-            Some((key, value)) => (key.trim(), Some(value.trim())),
-            None => (term, None),
-        }
-    })
+/// What is wrong with a malformed label selector, as a sentence; a
+/// selector too long to repeat is not quoted.
+pub(crate) fn selector_message(label: &str, err: &SelectorError) -> String {
+    match err {
+        SelectorError::TooLong { .. } => format!("The label selector is not valid: {err}."),
+        err => format!("The label selector {label:?} is not valid: {err}."),
+    }
 }
 
 /// The two fields filtering needs from a stored tenant; the rest of the
@@ -171,7 +174,12 @@ mod tests {
         assert_eq!(filters("").expect("parses"), Filters { page: 1, ..Filters::default() });
         assert!(filters("phase=sleeping").is_err());
         assert!(filters("page=0").is_err());
-        assert!(filters("label=%3Dx").is_err());
+        let malformed = filters("label=%3Dx").expect("a malformed selector is shown at its field");
+        assert_eq!(
+            malformed.label_error.as_deref(),
+            Some("The label selector \"=x\" is not valid: found '=', expected a key, '!' or the end.")
+        );
+        assert!(!malformed.matches(&tenant("web-1", "{}", "active")), "it lists nothing");
     }
 
     #[test]
@@ -187,6 +195,10 @@ mod tests {
         check("label=env%3Dprod,team", true);
         check("label=env%3Ddev", false);
         check("label=owner", false);
+        check("label=team+in+(a,b),env!%3Dprod", false);
+        check("label=team+in+(a,b),env!%3Ddev", true);
+        check("label=!owner", true);
+        check("label=team+notin+(a)", false);
         check("phase=active", true);
         check("phase=failed", false);
     }

@@ -64,6 +64,7 @@ fn page(title: &str, session: Option<&Session>, head: Markup, content: Markup) -
                                 }
                                 @if session.may(Permission::ManageUsers) {
                                     li { a #nav-users href="/users" { "Users" } }
+                                    li { a #nav-grants href="/grants" { "Grants" } }
                                 }
                                 @if session.caller.source == Source::Local {
                                     li { a #nav-tokens href="/tokens" { "API tokens" } }
@@ -73,7 +74,7 @@ fn page(title: &str, session: Option<&Session>, head: Markup, content: Markup) -
                         div .signed-in {
                             span #user { (session.caller.user) }
                             " "
-                            span #role .role { (session.caller.role.as_str()) }
+                            span #role .role { (session.role_shown()) }
                             form #sign-out method="post" action="/logout" {
                                 (csrf_field(session))
                                 button type="submit" { "Sign out" }

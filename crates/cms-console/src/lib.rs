@@ -22,8 +22,10 @@
 //! and resuming a paused one; `machines.rs`: the machines, those that need
 //! an operator, and confirming a replaced host; `probe.rs`: the health
 //! line; `projected.rs`: the projected state), `create.rs`, `downloads.rs`, and
-//! `events.rs`, the live updates. The account pages: `audit.rs`, the
-//! audit log; `users.rs`; `tokens.rs`, one's own API tokens; with
+//! `events.rs`, the live updates. `backups.rs` (with `backups/`): a
+//! tenant's etcd backups, taken, downloaded, restored and deleted through
+//! `cms_backup::Backups`, as the API's backup routes do. The account pages: `audit.rs`, the
+//! audit log; `users.rs`; `grants.rs`, the grants; `tokens.rs`, one's own API tokens; with
 //! `field.rs`, their labelled form fields and refusals. Editing:
 //! `patches.rs` (with `patches/`), the tenant page's config patches and
 //! their forms; `editor.rs`, a tenant as YAML, to edit or create; `yaml.rs`,
@@ -32,6 +34,7 @@
 mod actions;
 mod assets;
 mod audit;
+mod backups;
 mod create;
 mod csrf;
 mod downloads;
@@ -41,6 +44,7 @@ mod failure;
 mod field;
 mod filters;
 mod form;
+mod grants;
 mod layout;
 mod login;
 mod machines;
@@ -70,6 +74,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cms_auth::Authenticator;
+use cms_backup::Backups;
 use cms_prober::Prober;
 use cms_store::Audit;
 use cms_tenancy::Tenancy;
@@ -93,6 +98,10 @@ pub enum Body {
     Full(Bytes),
     /// Chunks sent as they come, until the stream ends.
     Stream(Pin<Box<dyn Stream<Item = Bytes> + Send>>),
+    /// Chunks of a download that may fail midway (a backup found altered):
+    /// the mounting server cuts the transfer off at the error, so that no
+    /// client takes a broken file for a whole one.
+    Fallible(Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>),
 }
 
 impl fmt::Debug for Body {
@@ -100,6 +109,7 @@ impl fmt::Debug for Body {
         match self {
             Body::Full(bytes) => f.debug_tuple("Full").field(&bytes.len()).finish(),
             Body::Stream(_) => f.write_str("Stream"),
+            Body::Fallible(_) => f.write_str("Fallible"),
         }
     }
 }
@@ -169,6 +179,11 @@ pub struct Console {
     options: ConsoleOptions,
     /// Cancelled when the server shuts down; open event streams then end.
     shutdown: CancellationToken,
+    /// Tenants' etcd backups, the API's; `None` until
+    /// [`Console::with_backups`], when the backup pages answer 503.
+    backups: Option<Backups>,
+    /// The backups and restores started from this console and running.
+    running: backups::Running,
 }
 
 impl fmt::Debug for Console {
@@ -189,7 +204,21 @@ impl Console {
         options: ConsoleOptions,
         shutdown: CancellationToken,
     ) -> Console {
-        Console { tenancy, auth, audit, prober, options, shutdown }
+        Console {
+            tenancy,
+            auth,
+            audit,
+            prober,
+            options,
+            shutdown,
+            backups: None,
+            running: Default::default(),
+        }
+    }
+
+    /// The same console, serving tenants' etcd backups from `backups`.
+    pub fn with_backups(self, backups: Backups) -> Console {
+        Console { backups: Some(backups), ..self }
     }
 
     /// The same console with another health prober.

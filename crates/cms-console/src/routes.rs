@@ -8,15 +8,15 @@ use crate::failure::Failure;
 use crate::reply::Outcome;
 use crate::{Console, Request, Response};
 use crate::{actions, assets, create, downloads, events, login, tenant, tenants};
-use crate::{audit, machines, probe, tokens, upgrade, users};
-use crate::{editor, patches, sso};
+use crate::{audit, grants, machines, probe, tokens, upgrade, users};
+use crate::{backups, editor, patches, sso};
 
 /// Every path the console serves, as route patterns in the mounting
 /// server's syntax, in the order to register them (`/tenants/new` before
 /// `/tenants/{name}`). None is under `/api/v1`, and none shadows the
 /// server's own root paths (`/healthz`, `/readyz`, `/metrics`, `/version`,
 /// `/openapi.json`, `/docs`).
-pub const PATHS: [&str; 31] = [
+pub const PATHS: [&str; 39] = [
     "/",
     "/login",
     "/logout",
@@ -39,6 +39,11 @@ pub const PATHS: [&str; 31] = [
     "/tenants/{name}/resume",
     "/tenants/{name}/probe",
     "/tenants/{name}/machines/{id}/replace",
+    "/tenants/{name}/backups",
+    "/tenants/{name}/backups/new",
+    "/tenants/{name}/backups/{id}/download",
+    "/tenants/{name}/backups/{id}/restore",
+    "/tenants/{name}/backups/{id}/delete",
     "/assets/{file}",
     "/audit",
     "/users",
@@ -48,6 +53,9 @@ pub const PATHS: [&str; 31] = [
     "/tokens",
     "/tokens/new",
     "/tokens/{name}/revoke",
+    "/grants",
+    "/grants/new",
+    "/grants/{name}/delete",
 ];
 
 /// A console path with its parameters.
@@ -74,6 +82,11 @@ pub(crate) enum Route<'a> {
     Resume(&'a str),
     Probe(&'a str),
     ReplaceMachine(&'a str, &'a str),
+    Backups(&'a str),
+    TakeBackup(&'a str),
+    DownloadBackup(&'a str, &'a str),
+    RestoreBackup(&'a str, &'a str),
+    DeleteBackup(&'a str, &'a str),
     Asset(&'a str),
     Audit,
     Users,
@@ -83,6 +96,9 @@ pub(crate) enum Route<'a> {
     Tokens,
     NewToken,
     RevokeToken(&'a str),
+    Grants,
+    NewGrant,
+    DeleteGrant(&'a str),
 }
 
 impl<'a> Route<'a> {
@@ -116,6 +132,14 @@ impl<'a> Route<'a> {
             ["tenants", name, "resume"] => Route::Resume(name),
             ["tenants", name, "probe"] => Route::Probe(name),
             ["tenants", name, "machines", id, "replace"] if !id.is_empty() => Route::ReplaceMachine(name, id),
+            ["tenants", name, "backups"] => Route::Backups(name),
+            ["tenants", name, "backups", "new"] => Route::TakeBackup(name),
+            ["tenants", name, "backups", id, action] if !id.is_empty() => match *action {
+                "download" => Route::DownloadBackup(name, id),
+                "restore" => Route::RestoreBackup(name, id),
+                "delete" => Route::DeleteBackup(name, id),
+                _ => return None,
+            },
             ["assets", file] => Route::Asset(file),
             ["audit"] => Route::Audit,
             ["users"] => Route::Users,
@@ -125,6 +149,9 @@ impl<'a> Route<'a> {
             ["tokens"] => Route::Tokens,
             ["tokens", "new"] => Route::NewToken,
             ["tokens", name, "revoke"] => Route::RevokeToken(name),
+            ["grants"] => Route::Grants,
+            ["grants", "new"] => Route::NewGrant,
+            ["grants", name, "delete"] => Route::DeleteGrant(name),
             _ => return None,
         };
         let named = match route {
@@ -141,10 +168,16 @@ impl<'a> Route<'a> {
             | Route::Resume(name)
             | Route::Probe(name)
             | Route::ReplaceMachine(name, _)
+            | Route::Backups(name)
+            | Route::TakeBackup(name)
+            | Route::DownloadBackup(name, _)
+            | Route::RestoreBackup(name, _)
+            | Route::DeleteBackup(name, _)
             | Route::Asset(name)
             | Route::UserRole(name)
             | Route::DeleteUser(name)
-            | Route::RevokeToken(name) => !name.is_empty(),
+            | Route::RevokeToken(name)
+            | Route::DeleteGrant(name) => !name.is_empty(),
             _ => true,
         };
         named.then_some(route)
@@ -160,8 +193,10 @@ impl<'a> Route<'a> {
             }
             Route::Logout | Route::Delete(_) | Route::Scale(..) => "POST",
             Route::Resume(_) | Route::Probe(_) | Route::ReplaceMachine(..) => "POST",
+            Route::TakeBackup(_) | Route::RestoreBackup(..) | Route::DeleteBackup(..) => "POST",
             Route::NewUser | Route::UserRole(_) | Route::DeleteUser(_) => "POST",
             Route::NewToken | Route::RevokeToken(_) => "POST",
+            Route::NewGrant | Route::DeleteGrant(_) => "POST",
             _ => "GET",
         }
     }
@@ -205,6 +240,13 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         (Route::ReplaceMachine(name, id), &Method::POST) => {
             machines::confirm_replacement(console, request, name, id).await
         }
+        (Route::Backups(name), &Method::GET) => backups::page(console, request, name).await,
+        (Route::TakeBackup(name), &Method::POST) => backups::take(console, request, name).await,
+        (Route::DownloadBackup(name, id), &Method::GET) => {
+            backups::download(console, request, name, id).await
+        }
+        (Route::RestoreBackup(name, id), &Method::POST) => backups::restore(console, request, name, id).await,
+        (Route::DeleteBackup(name, id), &Method::POST) => backups::delete(console, request, name, id).await,
         (Route::Audit, &Method::GET) => audit::page(console, request).await,
         (Route::Users, &Method::GET) => users::page(console, request).await,
         (Route::NewUser, &Method::POST) => users::create(console, request).await,
@@ -213,6 +255,9 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         (Route::Tokens, &Method::GET) => tokens::page(console, request).await,
         (Route::NewToken, &Method::POST) => tokens::create(console, request).await,
         (Route::RevokeToken(name), &Method::POST) => tokens::revoke(console, request, name).await,
+        (Route::Grants, &Method::GET) => grants::page(console, request).await,
+        (Route::NewGrant, &Method::POST) => grants::create(console, request).await,
+        (Route::DeleteGrant(name), &Method::POST) => grants::delete(console, request, name).await,
         (route, method) => Err(method_not_allowed(method, route.allow()).into()),
     };
     outcome.unwrap_or_else(|refused| *refused)
@@ -256,6 +301,14 @@ mod tests {
             Some(Route::ReplaceMachine("demo", "m-1"))
         );
         assert_eq!(Route::parse("/tenants/demo/machines//replace"), None);
+        assert_eq!(Route::parse("/tenants/demo/backups"), Some(Route::Backups("demo")));
+        assert_eq!(Route::parse("/tenants/demo/backups/new"), Some(Route::TakeBackup("demo")));
+        assert_eq!(
+            Route::parse("/tenants/demo/backups/b-1/restore"),
+            Some(Route::RestoreBackup("demo", "b-1"))
+        );
+        assert_eq!(Route::parse("/tenants/demo/backups/b-1/other"), None);
+        assert_eq!(Route::parse("/tenants/demo/backups//delete"), None);
         assert_eq!(Route::parse("/users/new"), Some(Route::NewUser));
         assert_eq!(Route::parse("/users/alice/role"), Some(Route::UserRole("alice")));
         assert_eq!(Route::parse("/tokens/ci/revoke"), Some(Route::RevokeToken("ci")));

@@ -8,7 +8,10 @@
 //! `/login?next=<path and query>`; [`safe_next`] keeps `next` to paths on
 //! this site.
 
-use cms_auth::{Caller, Permission};
+use cms_auth::{AuthError, Caller, Permission};
+use cms_model::UserRole;
+use cms_store::Key;
+use cms_tenancy::TenancyError;
 use http::header::{self, HeaderMap};
 use http::{Method, StatusCode};
 
@@ -25,6 +28,9 @@ pub const COOKIE: &str = "cms_session";
 pub(crate) struct Session {
     pub(crate) caller: Caller,
     token: String,
+    /// On a page or form of one tenant, the caller's role there: its global
+    /// role joined with its grants on that tenant.
+    tenant_role: Option<UserRole>,
 }
 
 impl Session {
@@ -33,15 +39,81 @@ impl Session {
         csrf::token_for(&self.token)
     }
 
-    /// Whether the caller's role holds `permission`, to show or hide a control.
+    /// Whether the caller's role holds `permission`, to show or hide a
+    /// control: on a tenant's page its role on that tenant, elsewhere its
+    /// global role.
     pub(crate) fn may(&self, permission: Permission) -> bool {
-        permission.allows(self.caller.role)
+        match self.tenant_role {
+            Some(role) => permission.allows(role),
+            None => self.caller.holds_everywhere(permission),
+        }
+    }
+
+    /// Whether the caller holds `permission` on some tenant, by its global
+    /// role or a grant: the tenants list and create pages.
+    pub(crate) fn may_somewhere(&self, permission: Permission) -> bool {
+        self.caller.holds_somewhere(permission)
     }
 
     /// Fails with the permission table's answer, as a page, unless the
-    /// caller's role holds `permission`.
+    /// caller's role holds `permission` (as [`Session::may`] judges it).
     pub(crate) fn require(&self, permission: Permission) -> Result<(), Refused> {
-        self.caller.require(permission).map_err(|err| Failure::from(err).page(Some(self)).into())
+        let refused = match self.tenant_role {
+            Some(role) if permission.allows(role) => return Ok(()),
+            Some(role) => AuthError::Forbidden { role: role.as_str(), action: permission.action() },
+            None => match self.caller.require(permission) {
+                Ok(()) => return Ok(()),
+                Err(err) => err,
+            },
+        };
+        Err(Failure::from(refused).page(Some(self)).into())
+    }
+
+    /// Fails as [`Session::require`] unless the caller holds `permission`
+    /// on some tenant ([`Session::may_somewhere`]).
+    pub(crate) fn require_somewhere(&self, permission: Permission) -> Result<(), Refused> {
+        self.caller.require_somewhere(permission).map_err(|err| Failure::from(err).page(Some(self)).into())
+    }
+
+    /// Whether the caller holds `permission` on a tenant named `name` and
+    /// labelled `labels`, as it would be after a create or an edit: a grant's
+    /// holder may not create a tenant its grants do not cover, nor move one
+    /// out of them. `None` when it may; else why not, for the form.
+    pub(crate) fn refusal_on(
+        &self,
+        permission: Permission,
+        name: &str,
+        labels: &cms_auth::Labels,
+    ) -> Option<String> {
+        if self.caller.holds_everywhere(permission) {
+            return None;
+        }
+        match self.caller.role_on(name, labels) {
+            Some(role) if permission.allows(role) => None,
+            _ => Some(format!(
+                "None of your grants lets you {} on a tenant named {name:?} with these labels.",
+                permission.action()
+            )),
+        }
+    }
+
+    /// On a tenant's page, the caller's role on that tenant.
+    pub(crate) fn tenant_role(&self) -> Result<UserRole, Refused> {
+        self.tenant_role.ok_or_else(|| {
+            Failure::new(http::StatusCode::INTERNAL_SERVER_ERROR, crate::failure::INTERNAL_MESSAGE)
+                .page(Some(self))
+                .into()
+        })
+    }
+
+    /// The role shown beside the user's name: on a tenant's page its role
+    /// there, elsewhere its global role (`none` for a caller whose access
+    /// is its grants').
+    pub(crate) fn role_shown(&self) -> &'static str {
+        match self.tenant_role {
+            Some(role) => role.as_str(),
+            None => self.caller.role_name(),
+        }
     }
 
     /// Names the caller in `response`'s extensions, for the audit record.
@@ -60,7 +132,7 @@ impl Session {
 pub(crate) async fn current(console: &Console, headers: &HeaderMap) -> Option<Session> {
     let token = cookie(headers)?;
     match console.auth.authenticate(&token).await {
-        Ok(caller) => Some(Session { caller, token }),
+        Ok(caller) => Some(Session { caller, token, tenant_role: None }),
         Err(err) => {
             tracing::debug!(error = %err, "console session refused");
             None
@@ -69,12 +141,34 @@ pub(crate) async fn current(console: &Console, headers: &HeaderMap) -> Option<Se
 }
 
 /// The session of a request for a page, or the redirect to the sign-in
-/// page that comes back to it.
+/// page that comes back to it. On a page or form of one tenant
+/// (`/tenants/{name}/...`), the session holds the caller's role there, and
+/// a tenant the caller has no access to at all is the page of a tenant that
+/// does not exist (404), with the same message.
 pub(crate) async fn require(console: &Console, request: &Request) -> Result<Session, Refused> {
-    match current(console, request.headers()).await {
-        Some(session) => Ok(session),
-        None => Err(to_login(request).into()),
+    let Some(mut session) = current(console, request.headers()).await else {
+        return Err(to_login(request).into());
+    };
+    let Some(name) = tenant_of(request.uri().path()) else { return Ok(session) };
+    let tenant = console.store().get(&Key::tenant(name));
+    session.tenant_role = match (session.caller.role, tenant) {
+        (Some(UserRole::Admin), _) => Some(UserRole::Admin),
+        (_, Some(tenant)) => session.caller.role_on_tenant(&tenant),
+        // A missing tenant: its page says so, to a caller who sees every tenant.
+        (role, None) => role,
+    };
+    if session.tenant_role.is_none() {
+        let missing = Failure::from(TenancyError::NotFound(Key::tenant(name).to_string()));
+        return Err(missing.page(Some(&session)).into());
     }
+    Ok(session)
+}
+
+/// The tenant a console path belongs to: `/tenants/{name}` and below, but
+/// for the create pages under `/tenants/new`.
+fn tenant_of(path: &str) -> Option<&str> {
+    let mut segments = path.strip_prefix("/tenants/")?.split('/');
+    segments.next().filter(|name| !name.is_empty() && *name != "new")
 }
 
 /// The session and the fields of a posted form, checked in order: the
@@ -89,6 +183,21 @@ pub(crate) async fn posted(
     let form = Form::posted(request)?;
     csrf::check(&session, &form)?;
     session.require(permission)?;
+    Ok((session, form))
+}
+
+/// As [`posted`], for a form that creates a tenant: `permission` is needed
+/// on some tenant ([`Session::require_somewhere`]); the form then checks
+/// that the caller holds it on the tenant it creates ([`Session::covers`]).
+pub(crate) async fn posted_somewhere(
+    console: &Console,
+    request: &Request,
+    permission: Permission,
+) -> Result<(Session, Form), Refused> {
+    let session = require(console, request).await?;
+    let form = Form::posted(request)?;
+    csrf::check(&session, &form)?;
+    session.require_somewhere(permission)?;
     Ok((session, form))
 }
 
@@ -163,6 +272,18 @@ mod tests {
         for bad in ["", "https://evil.example/", "//evil.example", "/\\evil.example", "tenants", "/a b", "/é"]
         {
             assert_eq!(safe_next(bad), "/", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tenant_pages_name_their_tenant() {
+        assert_eq!(tenant_of("/tenants/demo"), Some("demo"));
+        assert_eq!(tenant_of("/tenants/demo/node-groups/cp/scale"), Some("demo"));
+        assert_eq!(tenant_of("/tenants/demo/backups/b-1/restore"), Some("demo"));
+        for other in
+            ["/", "/tenants", "/tenants/", "/tenants/new", "/tenants/new/yaml", "/users/demo", "/grants"]
+        {
+            assert_eq!(tenant_of(other), None, "{other}");
         }
     }
 

@@ -110,6 +110,20 @@ pub(crate) fn age(time: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
+/// What the console says of a tenant's `status.message`: the message; for
+/// a ready tenant without one `none`, for one that is not ready and has
+/// none (the reconciler has not looked at it yet) that no reason is known.
+pub(crate) fn reason_text(ready: bool, message: Option<&str>) -> &str {
+    match (message, ready) {
+        (Some(message), _) if !message.is_empty() => message,
+        (_, true) => "none",
+        (_, false) => NO_REASON,
+    }
+}
+
+/// The reason shown for a tenant that is not ready and has no message.
+pub(crate) const NO_REASON: &str = "no reason reported yet";
+
 /// Yes or no, in words rather than colour alone.
 pub(crate) fn yes_no(value: bool) -> &'static str {
     if value { "yes" } else { "no" }

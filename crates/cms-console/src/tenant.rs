@@ -1,7 +1,11 @@
-//! `GET /tenants/{name}`: one tenant: its status, a summary of its spec,
+//! `GET /tenants/{name}`: one tenant: first its headline (ready or not, and
+//! why not: the tenant's `status.message`, its first blocker; then the
+//! phase), never green unless the tenant is ready; then a summary of its spec,
 //! its conditions, its node groups (each with a scale form), its config
 //! patches, its rolling procedures (`upgrade.rs`), its machines
-//! (`machines.rs`), the client-config downloads and the delete form. The
+//! (`machines.rs`), its backups' schedule and outcomes with a link to its
+//! backups page (`backups.rs`), the client-config downloads and the
+//! delete form. The
 //! forms show only to roles that may use them; the actions (`actions.rs`,
 //! and each section's module) check again. After a confirmed replacement,
 //! `?replaced=<machine>` shows a notice while that machine is gone or
@@ -20,7 +24,7 @@ use crate::form::Form;
 use crate::layout::timestamp;
 use crate::reply::Outcome;
 use crate::session::{self, Session};
-use crate::summary::{phase_name, yes_no};
+use crate::summary::{phase_name, reason_text, yes_no};
 use crate::{Console, Request, layout, machines, probe, projected, upgrade};
 
 /// A form of the page that was posted and refused, to show by its field.
@@ -103,6 +107,7 @@ async fn render_page(
             (listed.section())
             (probe::section(session, name, health.as_ref()))
             (projected::section(projected.as_deref()))
+            (crate::backups::summary(console, &tenant))
             (view.downloads())
             (view.delete_form())
         }
@@ -137,21 +142,28 @@ impl View<'_> {
         &self.tenant.metadata.name
     }
 
+    /// The headline, before anything else: ready or not, why not, the
+    /// phase. Its colour follows `ready` alone (`console.css`), and the
+    /// words say it too.
     fn heading(&self) -> Markup {
         let status = &self.tenant.status;
         let phase = phase_name(status.phase);
+        let ready = yes_no(status.ready);
         html! {
             h1 { "Tenant " (self.name()) }
+            section #headline .headline data-ready=(ready) data-phase=(phase) aria-labelledby="headline-heading" {
+                h2 #headline-heading .visually-hidden { "Status" }
+                dl #status .facts {
+                    dt { "Ready" }
+                    dd #ready .ready data-ready=(ready) { (ready) }
+                    dt #message-label { (message_label(status.ready)) }
+                    dd #message .message { (reason_text(status.ready, status.message.as_deref())) }
+                    dt { "Phase" }
+                    dd #phase .phase data-phase=(phase) { (phase) }
+                }
+            }
             @if let Some(since) = self.tenant.metadata.deletion_timestamp {
                 p #deleting .notice { "Deletion began " (timestamp(since)) "." }
-            }
-            dl #status .facts {
-                dt { "Phase" }
-                dd #phase .phase data-phase=(phase) { (phase) }
-                dt { "Ready" }
-                dd #ready .ready { (yes_no(status.ready)) }
-                dt { "Message" }
-                dd #message { (status.message.as_deref().unwrap_or("none")) }
             }
             h2 #phase-history-heading { "Phase history" }
             p .hint { "The phases this page has seen since it was opened, oldest first." }
@@ -310,6 +322,11 @@ impl View<'_> {
             }
         }
     }
+}
+
+/// What the headline calls the message: why a tenant is not ready.
+fn message_label(ready: bool) -> &'static str {
+    if ready { "Message" } else { "Why not ready" }
 }
 
 fn condition_row(condition: &Condition) -> Markup {

@@ -27,7 +27,10 @@ use crate::session::{self, Session};
 use crate::summary::age;
 use crate::{Console, Request, layout};
 
-const ROLES: [UserRole; 3] = [UserRole::View, UserRole::Edit, UserRole::Admin];
+/// The global roles a user may have; `none` leaves it the tenants its
+/// grants give it.
+const ROLES: [Option<UserRole>; 4] =
+    [None, Some(UserRole::View), Some(UserRole::Edit), Some(UserRole::Admin)];
 
 const NAME: Field = Field {
     id: "user-name",
@@ -41,7 +44,9 @@ const ROLE: Field = Field {
     name: "role",
     path: "spec.role",
     label: "Role",
-    hint: Some("view reads; edit also changes tenants; admin also manages users and reads the audit log."),
+    hint: Some(
+        "none: only the tenants its grants give; view reads; edit also changes tenants; admin also manages users and reads the audit log.",
+    ),
 };
 const PASSWORD: Field = Field {
     id: "user-password",
@@ -88,8 +93,8 @@ pub(crate) async fn create(console: &Console, request: &Request) -> Outcome {
 
 async fn create_user(console: &Console, form: &Form, name: &str) -> Result<(), Refusal> {
     ObjectMeta::named(name).validate()?;
-    let role = UserRole::from_name(form.get(ROLE.name))
-        .ok_or_else(|| FieldError::new(ROLE.path, "must be view, edit or admin"))?;
+    let role = UserRole::from_global_name(form.get(ROLE.name))
+        .ok_or_else(|| FieldError::new(ROLE.path, "must be none, view, edit or admin"))?;
     let password = SecretString::from(form.get(PASSWORD.name).to_string());
     match console.auth.create_user(name, role, &password).await {
         Ok(_) => Ok(()),
@@ -100,15 +105,16 @@ async fn create_user(console: &Console, form: &Form, name: &str) -> Result<(), R
 /// `POST /users/{name}/role`: gives user `name` the form's `role`.
 pub(crate) async fn change_role(console: &Console, request: &Request, name: &str) -> Outcome {
     let (session, form) = session::posted(console, request, Permission::ManageUsers).await?;
-    let Some(role) = UserRole::from_name(form.get("role")) else {
-        let message = "The role must be view, edit or admin.".to_string();
+    let Some(role) = UserRole::from_global_name(form.get("role")) else {
+        let message = "The role must be none, view, edit or admin.".to_string();
         let problem = Problem::Role { user: name.to_string(), message };
         return render(console, &session, StatusCode::UNPROCESSABLE_ENTITY, &Form::default(), &problem).await;
     };
     let expected = form.get("resourceVersion").trim().parse::<u64>().ok();
     match console.auth.update_user(name, role, None, expected).await {
         Ok(_) => {
-            tracing::info!(user = %session.caller.user, changed = name, role = role.as_str(), "changed a role");
+            let role = UserRole::global_name(role);
+            tracing::info!(user = %session.caller.user, changed = name, role, "changed a role");
             Ok(session.mark(reply::redirect("/users")))
         }
         Err(err) => {
@@ -187,7 +193,7 @@ fn table(session: &Session, users: &[UserRecord], problem: &Problem) -> Markup {
                 @for user in users {
                     tr data-user=(user.name) {
                         th scope="row" .name { (user.name) }
-                        td .role { (user.role.as_str()) }
+                        td .role { (UserRole::global_name(user.role)) }
                         td .created {
                             time datetime=(user.created_at.to_rfc3339()) { (age(user.created_at, now)) " ago" }
                         }
@@ -215,7 +221,9 @@ fn role_form(session: &Session, user: &UserRecord, problem: &Problem) -> Markup 
                 select #(id) name="role" aria-invalid=[error.map(|_| "true")]
                     aria-describedby=[error.map(|_| format!("{id}-error"))] {
                     @for role in ROLES {
-                        option value=(role.as_str()) selected[role == user.role] { (role.as_str()) }
+                        option value=(UserRole::global_name(role)) selected[role == user.role] {
+                            (UserRole::global_name(role))
+                        }
                     }
                 }
                 @if let Some(message) = error {
@@ -255,12 +263,12 @@ fn create_form(session: &Session, values: &Form, problem: &Problem) -> Markup {
         _ => None,
     };
     let role_error = ROLE.error(error);
-    let chosen = UserRole::from_name(values.get(ROLE.name)).unwrap_or(UserRole::View);
+    let chosen = UserRole::from_global_name(values.get(ROLE.name)).unwrap_or(Some(UserRole::View));
     let role = html! {
         select id=(ROLE.id) name=(ROLE.name) aria-describedby=[ROLE.described(role_error)]
             aria-invalid=[role_error.map(|_| "true")] {
             @for role in ROLES {
-                option value=(role.as_str()) selected[role == chosen] { (role.as_str()) }
+                option value=(UserRole::global_name(role)) selected[role == chosen] { (UserRole::global_name(role)) }
             }
         }
     };

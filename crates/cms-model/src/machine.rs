@@ -46,9 +46,10 @@ pub struct MachineStatus {
     pub talos_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_version: Option<String>,
-    /// Why the service cannot configure or reach the machine's node, such
-    /// as a node whose certificate the tenant's OS CA did not sign; absent
-    /// when nothing is wrong.
+    /// The machine's own last error, on one line: why the service cannot
+    /// configure or reach its node (a failed connection and its cause, the
+    /// node's refusal of its config, a host that does not answer as the
+    /// tenant's node); absent when nothing is wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }

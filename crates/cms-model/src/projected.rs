@@ -18,10 +18,13 @@ pub struct Projected {
     pub spec: Value,
 }
 
-/// The list shape of the projected endpoints.
+/// The list shape of the projected endpoints: a page of items, and how
+/// many there are in all (decisions §7).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ProjectedList {
     pub items: Vec<Projected>,
+    /// How many projected resources there are, on every page.
+    pub total: u64,
 }

@@ -128,6 +128,8 @@ pub struct TenantStatus {
     pub phase: Phase,
     #[serde(default)]
     pub ready: bool,
+    /// Absent when the tenant is ready; otherwise its first blocker, on one
+    /// line of at most 240 characters an operator can act on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default)]

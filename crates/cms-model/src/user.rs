@@ -34,6 +34,45 @@ impl UserRole {
             _ => None,
         }
     }
+
+    /// The name of a global role: `none` for a caller with no global role,
+    /// whose access to tenants is its grants' alone.
+    pub fn global_name(role: Option<UserRole>) -> &'static str {
+        role.map_or(NO_ROLE, UserRole::as_str)
+    }
+
+    /// Parses the name written by [`UserRole::global_name`]: `Some(None)`
+    /// for `none`, `None` for a name that is no role.
+    pub fn from_global_name(name: &str) -> Option<Option<UserRole>> {
+        match name {
+            NO_ROLE => Some(None),
+            _ => UserRole::from_name(name).map(Some),
+        }
+    }
+}
+
+/// The global role of a user with none: it sees and changes only the
+/// tenants that grants give it.
+pub const NO_ROLE: &str = "none";
+
+/// A user's global role on the wire: `admin`, `edit`, `view` or `none`.
+pub mod global_role {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    use super::UserRole;
+
+    /// Writes the role's name, `none` for no role.
+    pub fn serialize<S: Serializer>(role: &Option<UserRole>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(UserRole::global_name(*role))
+    }
+
+    /// Reads `admin`, `edit`, `view` or `none`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<UserRole>, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        UserRole::from_global_name(&name).ok_or_else(|| {
+            D::Error::custom(format!("unknown role {name:?}: expected admin, edit, view or none"))
+        })
+    }
 }
 
 /// A user resource. The password is accepted on input and never shown.
@@ -43,7 +82,9 @@ pub type User = Resource<UserSpec, UserStatus>;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UserSpec {
-    pub role: UserRole,
+    /// The global role; `none` for a user whose access is its grants'.
+    #[serde(with = "global_role")]
+    pub role: Option<UserRole>,
     /// Required on create; on update, absent keeps the current password.
     #[serde(default, skip_serializing)]
     pub password: Option<String>,
@@ -205,8 +246,18 @@ mod tests {
 
     #[test]
     fn passwords_are_never_serialized() {
-        let spec = UserSpec { role: UserRole::Edit, password: Some("secret-password".into()) };
+        let spec = UserSpec { role: Some(UserRole::Edit), password: Some("secret-password".into()) };
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(json, r#"{"role":"edit"}"#);
+    }
+
+    #[test]
+    fn a_user_may_have_no_global_role() {
+        let spec: UserSpec = serde_json::from_str(r#"{"role":"none"}"#).unwrap();
+        assert_eq!(spec.role, None);
+        assert_eq!(serde_json::to_string(&spec).unwrap(), r#"{"role":"none"}"#);
+        let error = serde_json::from_str::<UserSpec>(r#"{"role":"root"}"#).unwrap_err().to_string();
+        assert!(error.contains("admin, edit, view or none"), "{error}");
+        assert!(serde_json::from_str::<UserSpec>("{}").is_err(), "the role is required");
     }
 }

@@ -11,6 +11,7 @@ use cms_tenancy::{EtcdMember, KubeNode, NodeRef};
 use futures_util::future::join_all;
 
 use crate::Context;
+use crate::blocker::listed;
 
 /// One condition's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,7 +226,7 @@ fn health(status: &EtcdStatus, answers: &[Answer], control_planes: &[&Machine]) 
     if answering * 2 <= total {
         return Check::fail(
             "NoQuorum",
-            format!("only {answering} of {total} etcd members answer: {}", silent.join("; ")),
+            format!("only {answering} of {total} etcd members answer: {}", listed(&silent)),
         );
     }
     let alarms: Vec<&str> = answers
@@ -236,7 +237,10 @@ fn health(status: &EtcdStatus, answers: &[Answer], control_planes: &[&Machine]) 
         })
         .collect();
     if !alarms.is_empty() {
-        return Check::fail("Alarms", alarms.join("; "));
+        return Check::fail(
+            "Alarms",
+            format!("{} etcd members report errors: {}", alarms.len(), listed(&alarms)),
+        );
     }
     let missing: Vec<&str> = control_planes
         .iter()
@@ -248,7 +252,7 @@ fn health(status: &EtcdStatus, answers: &[Answer], control_planes: &[&Machine]) 
     if !missing.is_empty() {
         return Check::fail(
             "NotMember",
-            format!("control planes {} are not etcd members yet", missing.join(", ")),
+            format!("control planes {} are not etcd members yet", listed(&missing)),
         );
     }
     let leader = status
@@ -259,7 +263,7 @@ fn health(status: &EtcdStatus, answers: &[Answer], control_planes: &[&Machine]) 
     let leader = leader.map(|name| format!(", leader on {name}")).unwrap_or_default();
     let quiet = match silent.is_empty() {
         true => String::new(),
-        false => format!("; {}", silent.join("; ")),
+        false => format!("; {}", listed(&silent)),
     };
     Check::pass("Healthy", format!("{answering} of {total} members answer{leader}{quiet}"))
 }

@@ -42,6 +42,7 @@ use cms_model::{Kind, Machine, MachineStatus, Provider, Role};
 use cms_store::Key;
 use cms_tofu::WorkspacePlan;
 
+use crate::blocker::listed;
 use crate::cluster::{self, Answer, machine_of, node_of, node_ref};
 use crate::machines::{newest_first, planned};
 use crate::replacement::is_replacing;
@@ -359,7 +360,7 @@ async fn leave_etcd(
         })
         .collect();
     if !silent.is_empty() {
-        return Err(format!("waiting to leave etcd without losing quorum: {}", silent.join("; ")));
+        return Err(format!("waiting to leave etcd without losing quorum: {}", listed(&silent)));
     }
     let own = node_ref(tenant, machine).ok_or("it has no address")?;
     let Err(left) = ctx.nodes.etcd_leave(&own).await else {

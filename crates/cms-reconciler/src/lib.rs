@@ -26,15 +26,23 @@
 //! (`docs/upgrades.md`);
 //! `outdated.rs`, instances whose image, shape or placement their group no
 //! longer asks for, and `replacement.rs`, which replaces them one at a time,
-//! each leaving first (`leaving.rs`);
+//! each leaving first (`leaving.rs`: drain, leave etcd, reset, delete the
+//! Node, each step a machine stage, for scale-downs and machines deleted
+//! through the API too); `teardown.rs`, a deleted tenant's hosts reset;
 //! `bootstrap.rs`, `Bootstrap` exactly once, the choice recorded before the
-//! call and the outcome after it; `status.rs`, the status writes (the reconciler writes all of tenant
-//! status but `status.backups` and the `Restoring` condition); `controller.rs`, the loop (watch triggers, resync, bounded
+//! call and the outcome after it; `cluster.rs`, etcd's health and the
+//! tenant's Kubernetes API; `readiness.rs`, machines ready when their Node
+//! is; `status.rs`, the status writes (the reconciler writes all of tenant
+//! status but `status.backups` and the `Restoring` condition) and the phase; `blocker.rs`, the
+//! message of a tenant that is not ready (its first blocker, in a fixed order) and the bounds of
+//! every message the reconciler writes; `controller.rs`, the loop (watch triggers, resync, bounded
 //! concurrency, one task per tenant, fenced work leases on PostgreSQL);
 //! `action.rs`, the backoff; `error.rs`, [`ReconcileError`], whose
 //! `is_transient` keeps a tenant out of `failed` while a retry may succeed.
+//! The tenant's lifecycle and its conditions: `docs/provisioning.md`.
 
 mod action;
+mod blocker;
 mod bootstrap;
 mod cluster;
 mod controller;
@@ -54,6 +62,7 @@ mod teardown;
 mod view;
 
 pub use action::{Action, Backoff};
+pub use blocker::{CONDITION_LIMIT, MACHINE_MESSAGE_LIMIT, MESSAGE_LIMIT, NAMED, TOOL_OUTPUT_LIMIT};
 pub use bootstrap::{BOOTSTRAP_NODE_ANNOTATION, BOOTSTRAPPED_ANNOTATION};
 pub use controller::{ControllerOptions, run};
 pub use error::ReconcileError;
@@ -72,8 +81,8 @@ pub use settle::{
     CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN, REBOOT_PENDING_ANNOTATION, STAGE_OFF, STAGE_UNRECOGNIZED,
 };
 pub use status::{
-    BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_CONNECTED, MACHINES_READY, NODES_READY,
-    PROVISIONED, UPGRADING,
+    BOOTSTRAPPED, ETCD_HEALTHY, FIRST_READY_ANNOTATION, KUBERNETES_API_READY, MACHINES_CONNECTED,
+    MACHINES_READY, NODES_READY, PROVISIONED, UPGRADING,
 };
 
 #[cfg(test)]

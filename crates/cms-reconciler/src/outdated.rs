@@ -9,6 +9,7 @@
 
 use cms_model::Tenant;
 
+use crate::blocker::listed;
 use crate::rollout::set_annotation;
 use crate::status;
 use crate::{Context, ReconcileError};
@@ -49,8 +50,9 @@ pub(crate) async fn record(
     status::update(ctx.store.as_ref(), tenant, |status| {
         let had = status.conditions.iter().any(|condition| condition.kind == INSTANCES_CURRENT);
         match &message {
-            Some(message) => status.set_condition(INSTANCES_CURRENT, false, "Outdated", message),
-            None if had => status.set_condition(
+            Some(message) => status::set_condition(status, INSTANCES_CURRENT, false, "Outdated", message),
+            None if had => status::set_condition(
+                status,
                 INSTANCES_CURRENT,
                 true,
                 "Current",
@@ -72,7 +74,7 @@ fn message(outdated: &[(String, String)]) -> Option<String> {
         "{} made with another image, shape or placement than the node group asks for, \
          replaced one at a time: {}",
         if outdated.len() == 1 { "1 instance was" } else { "instances were" },
-        machines.join(", ")
+        listed(&machines)
     ))
 }
 

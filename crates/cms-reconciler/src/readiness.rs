@@ -2,7 +2,9 @@
 //! (`settle.rs`) and the machine's Kubernetes Node is Ready. Each machine's
 //! `ready` and `stage` follow, its `status.kubernetesVersion` is the
 //! kubelet version its Node reports, node groups' `readyReplicas` count them, and
-//! the `NodesReady` and `MachinesReady` conditions name what is missing.
+//! the `NodesReady` and `MachinesReady` conditions name what is missing: a
+//! count and the first few machines, each with its cause
+//! (`blocker::machines`), whose blockers the tenant's message may name.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +13,7 @@ use cms_store::{Key, StoreError};
 use cms_tenancy::KubeNode;
 use cms_tofu::WorkspacePlan;
 
+use crate::blocker::{self, Fault, Gate, Trouble, listed};
 use crate::cluster::{Check, node_of};
 use crate::machines::planned;
 use crate::rollout;
@@ -23,6 +26,8 @@ use crate::{Context, ReconcileError};
 pub(crate) struct Readiness {
     pub(crate) machines: Check,
     pub(crate) nodes: Check,
+    /// What the machines that are not ready block, for the tenant's message.
+    pub(crate) blockers: Vec<(Gate, String)>,
 }
 
 impl Readiness {
@@ -43,7 +48,7 @@ pub(crate) async fn mark(
     let live: Vec<Machine> = view.live().cloned().collect();
     let mut groups: BTreeMap<String, NodeGroupStatus> = BTreeMap::new();
     let (mut total, mut ready) = (0, 0);
-    let mut pending = Vec::new();
+    let mut troubles = Vec::new();
     let mut node_problems = Vec::new();
     for machine in &live {
         let Some(machine_plan) = planned(plan, &machine.metadata.name) else { continue };
@@ -52,12 +57,17 @@ pub(crate) async fn mark(
         group.replicas += 1;
         total += 1;
         let node = nodes.as_ref().ok().and_then(|nodes| node_of(machine, nodes));
+        // What is wrong with its Node: for `NodesReady`, and for the machine.
         let node_problem = match (nodes, node) {
             (Err(_), _) => None,
-            (Ok(_), None) => Some(format!("machine {id} has no Kubernetes Node yet")),
-            (Ok(_), Some(node)) if !node.ready => {
-                Some(format!("node {} (machine {id}) is NotReady: {}", node.name, node.reason))
-            }
+            (Ok(_), None) => Some((
+                format!("machine {id} has no Kubernetes Node yet"),
+                "no Kubernetes Node yet".to_string(),
+            )),
+            (Ok(_), Some(node)) if !node.ready => Some((
+                format!("node {} (machine {id}) is NotReady: {}", node.name, node.reason),
+                format!("node {} is NotReady: {}", node.name, node.reason),
+            )),
             (Ok(_), Some(_)) => None,
         };
         let is_ready = machine.spec.connected && nodes.is_ok() && node_problem.is_none();
@@ -65,16 +75,18 @@ pub(crate) async fn mark(
             ready += 1;
             group.ready_replicas += 1;
         } else {
-            let why = match (settled.problem(id), &node_problem, nodes) {
-                (Some(problem), _, _) => problem.to_string(),
-                (None, _, _) if !machine.spec.connected => "Talos has not answered yet".to_string(),
-                (None, Some(problem), _) => problem.clone(),
-                (None, None, Err(why)) => why.clone(),
-                (None, None, Ok(_)) => "not ready".to_string(),
+            let (fault, cause) = match (settled.problem(id), &node_problem, nodes) {
+                (Some(problem), _, _) => (problem.fault, problem.cause.clone()),
+                (None, _, _) if !machine.spec.connected => {
+                    (Fault::Starting, "Talos has not answered yet".into())
+                }
+                (None, Some((_, cause)), _) => (Fault::Kubernetes, cause.clone()),
+                (None, None, Err(why)) => (Fault::Kubernetes, why.clone()),
+                (None, None, Ok(_)) => (Fault::Kubernetes, "not ready".to_string()),
             };
-            pending.push(format!("{id}: {why}"));
+            troubles.push(Trouble { machine: id.to_string(), fault, cause });
         }
-        if let Some(problem) = node_problem {
+        if let Some((problem, _)) = node_problem {
             node_problems.push(problem);
         }
         if !rollout::in_flight(machine) {
@@ -83,17 +95,16 @@ pub(crate) async fn mark(
         }
     }
     write_groups(ctx, tenant, groups).await?;
-    let summary = format!("{ready} of {total} machines ready");
-    let machines = match pending.is_empty() {
-        true => Check::pass("Ready", summary),
-        false => Check::fail("Pending", format!("{summary}; {}", pending.join("; "))),
-    };
+    let (machines, blockers) = blocker::machines(ready, total, &troubles);
     let nodes = match nodes {
         Err(why) => Check::fail("Waiting", why.clone()),
         Ok(_) if node_problems.is_empty() => Check::pass("Ready", format!("{total} of {total} nodes Ready")),
-        Ok(_) => Check::fail("NotReady", node_problems.join("; ")),
+        Ok(_) => Check::fail(
+            "NotReady",
+            format!("{} of {total} nodes not Ready: {}", node_problems.len(), listed(&node_problems)),
+        ),
     };
-    Ok(Readiness { machines, nodes })
+    Ok(Readiness { machines, nodes, blockers })
 }
 
 /// The machine's `ready`, `stage` and observed Kubernetes version (its

@@ -6,7 +6,9 @@
 //! replacement, no tool runs. Otherwise
 //! apply (replacing deleted machines), record the projection, bring the
 //! machines in the store in line with it, apply `metal` configs, bootstrap
-//! etcd once (`bootstrap.rs`), and write the status. A deleting tenant:
+//! etcd once (`bootstrap.rs`), and write the status: the phase
+//! (`status::phase`), `ready`, the conditions, and of a tenant that is not
+//! ready the first blocker as its message (`blocker.rs`). A deleting tenant:
 //! destroy, then clear the finalizers, which removes the record and
 //! everything in it.
 
@@ -20,9 +22,10 @@ use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store};
 use cms_tenancy::{KubeClient, MADE_ENDPOINT_ANNOTATION, MachineConfigs, NodeClient};
 use cms_tofu::{Network, Tofu, WorkspacePlan, endpoint_address, project};
 
+use crate::blocker::{self, Pass, listed};
 use crate::bootstrap::{self, BOOTSTRAPPED_ANNOTATION, Bootstrap};
 use crate::cluster::{self, Check, Observed};
-use crate::leaving::{self, Leaving};
+use crate::leaving;
 use crate::machines::{self, newest_first, planned};
 use crate::outdated;
 use crate::plan;
@@ -31,8 +34,8 @@ use crate::replacement;
 use crate::rollout::{self, KubernetesRollout, Rollout, UPGRADE_POLL};
 use crate::settle::{STAGE_OFF, settle};
 use crate::status::{
-    self, BOOTSTRAPPED, ETCD_HEALTHY, KUBERNETES_API_READY, MACHINES_CONNECTED, MACHINES_READY, NODES_READY,
-    PROVISIONED,
+    self, BOOTSTRAPPED, ETCD_HEALTHY, FIRST_READY_ANNOTATION, KUBERNETES_API_READY, MACHINES_CONNECTED,
+    MACHINES_READY, NODES_READY, PROVISIONED, set_condition,
 };
 use crate::teardown;
 use crate::view::View;
@@ -52,8 +55,8 @@ pub const NODE_RETRY: Duration = Duration::from_secs(10);
 /// How soon a tenant with machines on their way out is looked at again.
 pub const LEAVE_POLL: Duration = Duration::from_secs(2);
 
-/// How the tenant's message begins while machines leave.
-const LEAVING_PREFIX: &str = "machines leaving: ";
+/// The message of a tenant that is not ready while the tool applies.
+const APPLYING: &str = "the provisioning tool is applying the infrastructure";
 
 /// Work leases, for several replicas on one database: a tenant is
 /// reconciled only under its lease, and every write of that reconcile is
@@ -113,8 +116,8 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
             // Of the moment: retried with backoff; the phase stays.
             let message = format!("retrying: {err}");
             status::update(ctx.store.as_ref(), tenant, |status| {
-                status.message = Some(message.clone());
-                status.set_condition(PROVISIONED, false, "Retrying", &message);
+                status.message = Some(blocker::tool_failure(&message));
+                set_condition(status, PROVISIONED, false, "Retrying", &message);
             })
             .await?;
             Err(err)
@@ -124,8 +127,8 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
             status::update(ctx.store.as_ref(), tenant, |status| {
                 status.phase = Phase::Failed;
                 status.ready = false;
-                status.message = Some(message.clone());
-                status.set_condition(PROVISIONED, false, "ProvisioningFailed", &message);
+                status.message = Some(blocker::tool_failure(&message));
+                set_condition(status, PROVISIONED, false, "ProvisioningFailed", &message);
             })
             .await?;
             Err(err)
@@ -150,6 +153,10 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         let regions = plan.network.oci_regions.join(" ");
         rollout::set_annotation(ctx, name, plan::OCI_REGIONS_ANNOTATION, Some(regions)).await?;
     }
+    // The phase `active` or `updating` says so too, should the annotation
+    // have gone with a write that did not keep it.
+    let ready_once = tenant.metadata.annotations.contains_key(FIRST_READY_ANNOTATION)
+        || matches!(tenant.status.phase, Phase::Active | Phase::Updating);
     let bootstrapped = tenant.metadata.annotations.contains_key(BOOTSTRAPPED_ANNOTATION)
         || tenant.status.conditions.iter().any(|c| c.kind == BOOTSTRAPPED && c.status == "True");
     // Machines on their way out leave etcd, drain and reset first; the
@@ -169,7 +176,7 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         && tenant.metadata.annotations.get(APPLIED_ANNOTATION) == Some(&hash);
     let applying = !unchanged && leaving.settled();
     if applying {
-        provision(tenant, &plan, &mut view, &replacing, ctx).await?;
+        provision(tenant, &plan, &mut view, (&replacing, ready_once), ctx).await?;
         record_applied(ctx, name, &hash).await?;
         if plan.network.instances_held {
             // The endpoint is made: the machines come in the next pass,
@@ -206,17 +213,38 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         true => replacement::start_next(name, &plan, &view, ctx).await?,
         false => None,
     };
+    if ready && !ready_once {
+        rollout::set_annotation(ctx, name, FIRST_READY_ANNOTATION, Some(Utc::now().to_rfc3339())).await?;
+    }
+    let pass = Pass {
+        rollout: &rollout,
+        bootstrap: &bootstrap,
+        observed: &observed,
+        machines: &readiness.blockers,
+        leaving: &leaving,
+    };
+    let message = (!ready).then(|| blocker::headline(&pass));
+    let changing = rollout != Rollout::Idle || !leaving.settled();
+    let machine_count = plan.machines.len();
     status::update(store, name, |status| {
         status.ready = ready;
         status.observed_generation = generation;
+        status.phase = status::phase(ready_once || ready, changing);
+        status.message = message.clone();
+        if status.conditions.iter().any(|c| c.kind == PROVISIONED && c.reason == "Retrying") {
+            // The pass went through: what was retried is done.
+            let applied = format!("{machine_count} machines provisioned");
+            set_condition(status, PROVISIONED, true, "Applied", &applied);
+        }
         match &bootstrap {
-            Bootstrap::Done(machine) => status.set_condition(
+            Bootstrap::Done(machine) => set_condition(
+                status,
                 BOOTSTRAPPED,
                 true,
                 "Bootstrapped",
                 &format!("etcd bootstrapped on {machine}"),
             ),
-            Bootstrap::Waiting(why) => status.set_condition(BOOTSTRAPPED, false, "Waiting", why),
+            Bootstrap::Waiting(why) => set_condition(status, BOOTSTRAPPED, false, "Waiting", why),
         }
         set_check(status, ETCD_HEALTHY, &observed.etcd);
         if observed.members.is_some() {
@@ -227,7 +255,6 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         set_check(status, MACHINES_READY, &readiness.machines);
         connected_status(status, &settled.off);
         rollout_status(status, &rollout);
-        leaving_status(status, &leaving);
     })
     .await?;
     let next = match rollout {
@@ -267,57 +294,36 @@ fn staying_control_planes<'a>(plan: &WorkspacePlan, view: &'a View) -> Vec<&'a M
 fn connected_status(status: &mut cms_model::TenantStatus, off: &[String]) {
     match off.is_empty() {
         true => {
-            status.set_condition(MACHINES_CONNECTED, true, "Answering", "every configured machine answers")
+            set_condition(status, MACHINES_CONNECTED, true, "Answering", "every configured machine answers")
         }
-        false => status.set_condition(
+        false => set_condition(
+            status,
             MACHINES_CONNECTED,
             false,
             "Off",
-            &format!("machines off (not answering the node API): {}", off.join(", ")),
+            &format!("machines off (not answering the node API): {}", listed(off)),
         ),
     }
 }
 
-/// Machines leaving: the phase says the tenant is changing, the message
-/// what each waits for.
-fn leaving_status(status: &mut cms_model::TenantStatus, leaving: &Leaving) {
-    if leaving.settled() {
-        if status.message.as_deref().is_some_and(|message| message.starts_with(LEAVING_PREFIX)) {
-            status.message = None;
-        }
-        return;
-    }
-    status.phase = Phase::Updating;
-    status.message = Some(format!("{LEAVING_PREFIX}{}", leaving.waiting.join("; ")));
-}
-
 /// Sets a condition from a check.
 fn set_check(status: &mut cms_model::TenantStatus, kind: &str, check: &Check) {
-    status.set_condition(kind, check.ok, &check.reason, &check.message);
+    set_condition(status, kind, check.ok, &check.reason, &check.message);
 }
 
-/// The rollout in the tenant's status: phase `updating` and the
-/// procedure's condition while it runs or is paused; each procedure's
-/// condition says done once nothing rolls.
+/// The rollout in the tenant's status: the procedure's condition while it
+/// runs or is paused; each procedure's condition says done once nothing
+/// rolls.
 fn rollout_status(status: &mut cms_model::TenantStatus, rollout: &Rollout) {
     match rollout {
         Rollout::Progress { condition, message } => {
-            status.phase = Phase::Updating;
-            status.set_condition(condition, true, "InProgress", message);
+            set_condition(status, condition, true, "InProgress", message)
         }
-        Rollout::Paused { condition, reason } => {
-            status.phase = Phase::Updating;
-            status.message = Some(reason.clone());
-            status.set_condition(condition, false, "Paused", reason);
-        }
+        Rollout::Paused { condition, reason } => set_condition(status, condition, false, "Paused", reason),
         Rollout::Idle => {
-            if status.phase == Phase::Updating {
-                status.phase = Phase::Active;
-                status.message = None;
-            }
             for (condition, done) in rollout::CONDITIONS {
                 if status.conditions.iter().any(|existing| existing.kind == condition) {
-                    status.set_condition(condition, false, "Done", done);
+                    set_condition(status, condition, false, "Done", done);
                 }
             }
         }
@@ -325,20 +331,23 @@ fn rollout_status(status: &mut cms_model::TenantStatus, rollout: &Rollout) {
 }
 
 /// The infrastructure: apply (replacing deleted machines), record the
-/// projection, and bring the machines in the store in line with it.
+/// projection, and bring the machines in the store in line with it. The
+/// phase says `provisioning` while the tenant was never ready, else
+/// `updating`; the pass's last status write says where it ends.
 async fn provision(
     tenant: &Tenant,
     plan: &WorkspacePlan,
     view: &mut View,
-    replacing: &BTreeSet<String>,
+    (replacing, ready_once): (&BTreeSet<String>, bool),
     ctx: &Context,
 ) -> Result<(), ReconcileError> {
     let name = tenant.metadata.name.as_str();
     let store = ctx.store.as_ref();
-    let first = tenant.status.last_applied_at.is_none();
     status::update(store, name, |status| {
-        status.phase = if first { Phase::Provisioning } else { Phase::Updating };
-        status.message = None;
+        status.phase = if ready_once { Phase::Updating } else { Phase::Provisioning };
+        if !status.ready {
+            status.message = Some(APPLYING.to_string());
+        }
     })
     .await?;
     let replace: Vec<String> = replacing.iter().filter_map(|id| plan.address(id)).collect();
@@ -400,10 +409,8 @@ async fn provision(
 
     let count = in_state.len();
     status::update(store, name, |status| {
-        status.phase = Phase::Active;
-        status.message = None;
         status.last_applied_at = Some(Utc::now());
-        status.set_condition(PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
+        set_condition(status, PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
     })
     .await
 }
@@ -432,15 +439,18 @@ async fn cleanup(
     .await?;
     let waiting = teardown::reset_hosts(tenant, deleting_since, ctx).await?;
     if !waiting.is_empty() {
-        let message = format!("waiting for hosts to reset: {}", waiting.join("; "));
+        let message = blocker::one_line(
+            &format!("waiting for hosts to reset: {}", listed(&waiting)),
+            blocker::MESSAGE_LIMIT,
+        );
         status::update(store, tenant, |status| status.message = Some(message.clone())).await?;
         return Ok(Action::Requeue(LEAVE_POLL));
     }
     if let Err(err) = ctx.tofu.destroy(tenant).await {
         let message = format!("destroy failed: {err}");
         status::update(store, tenant, |status| {
-            status.message = Some(message.clone());
-            status.set_condition(PROVISIONED, true, "DestroyFailed", &message);
+            status.message = Some(blocker::tool_failure(&message));
+            set_condition(status, PROVISIONED, true, "DestroyFailed", &message);
         })
         .await?;
         return Err(err.into());

@@ -40,6 +40,7 @@ use cms_store::{Draft, Key, StoreError};
 use cms_tenancy::{EtcdMember, NodeRef};
 use cms_tofu::{MachinePlan, WorkspacePlan};
 
+use crate::blocker::{MACHINE_MESSAGE_LIMIT, one_line};
 use crate::cluster::{self, node_ref};
 use crate::leader;
 use crate::machines::planned;
@@ -58,6 +59,9 @@ pub use talos::{UPGRADE_TIMEOUT, UPGRADING_ANNOTATION};
 /// On a tenant whose rollout is paused: the generation it paused at, then
 /// the condition of the procedure that paused.
 pub const PAUSED_ANNOTATION: &str = "service.io/rollout-paused";
+/// How the message of a machine at which the rollout paused begins; it
+/// stays while the rollout is paused.
+pub(crate) const STOPPED_NOTE: &str = "the rollout paused at this machine";
 /// How often a rollout in progress is looked at.
 pub(crate) const UPGRADE_POLL: Duration = Duration::from_secs(2);
 
@@ -232,8 +236,12 @@ pub(crate) async fn advance(
                         // The step is given up: the machine is due again, and
                         // the node work reaches it, while the rollout is
                         // paused; a resume starts its step anew.
-                        let status =
-                            MachineStatus { stage: "joining".into(), ready: false, ..machine.status.clone() };
+                        let status = MachineStatus {
+                            stage: "joining".into(),
+                            ready: false,
+                            message: Some(stopped(&reason)),
+                            ..machine.status.clone()
+                        };
                         view.put_written(mark(ctx, name, &machine, &[(annotation, None)], status).await?);
                         return pause(ctx, name, generation, procedure.condition(), reason).await;
                     }
@@ -390,11 +398,11 @@ async fn start(
             continue;
         };
         if let Err(reason) = procedure.start(&node, &prepared).await {
-            let restored =
-                mark(ctx, name, &marked, &[(procedure.annotation(), None)], machine.status.clone()).await?;
-            view.put_written(restored);
             let reason =
                 format!("machine {} ({} to {target}): {reason}", machine.metadata.name, procedure.stage());
+            let status = MachineStatus { message: Some(stopped(&reason)), ..machine.status.clone() };
+            let restored = mark(ctx, name, &marked, &[(procedure.annotation(), None)], status).await?;
+            view.put_written(restored);
             return pause(ctx, name, generation, procedure.condition(), reason).await;
         }
         tracing::info!(tenant = name, machine = %machine.metadata.name, step = procedure.stage(), %target, "step started");
@@ -478,6 +486,11 @@ fn next_control_plane<T>(
         return Some((other, Order::LeaderLater));
     }
     leading.into_iter().next().map(|leading| (leading, Order::LeaderNow))
+}
+
+/// The message of a machine at which the rollout paused, for `reason`.
+fn stopped(reason: &str) -> String {
+    one_line(&format!("{STOPPED_NOTE}: {reason}"), MACHINE_MESSAGE_LIMIT)
 }
 
 async fn pause(

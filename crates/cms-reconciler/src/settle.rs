@@ -45,6 +45,7 @@ use cms_tofu::{MachinePlan, WorkspacePlan};
 use futures_util::{StreamExt, stream};
 use sha2::{Digest, Sha256};
 
+use crate::blocker::{Fault, MACHINE_MESSAGE_LIMIT, one_line};
 use crate::cluster;
 use crate::machines::planned;
 use crate::rollout::{self, KubernetesRollout, MACHINE_KUBERNETES_ANNOTATION};
@@ -87,17 +88,42 @@ pub const STAGE_UNRECOGNIZED: &str = "awaiting-replacement";
 /// What the nodes of a tenant came to.
 #[derive(Debug, Default)]
 pub(crate) struct Settled {
-    /// `machine: reason` for each machine that is not configured or does
-    /// not answer.
-    pub(crate) pending: Vec<String>,
+    /// What is wrong with each machine that is not configured or does not
+    /// answer, by machine.
+    pub(crate) problems: BTreeMap<String, Problem>,
     /// The machines that stopped answering.
     pub(crate) off: Vec<String>,
 }
 
 impl Settled {
     /// What is wrong with `machine` on the Talos side, if anything.
-    pub(crate) fn problem(&self, machine: &str) -> Option<&str> {
-        self.pending.iter().find_map(|line| line.strip_prefix(machine)?.strip_prefix(": "))
+    pub(crate) fn problem(&self, machine: &str) -> Option<&Problem> {
+        self.problems.get(machine)
+    }
+}
+
+/// Why a machine is not configured or does not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problem {
+    pub(crate) fault: Fault,
+    /// The short cause, for the tenant's lists.
+    pub(crate) cause: String,
+    /// The machine's `status.message`.
+    pub(crate) message: String,
+}
+
+impl Problem {
+    /// A problem whose message is its cause.
+    fn new(fault: Fault, cause: impl Into<String>) -> Problem {
+        let cause = cause.into();
+        Problem { fault, message: cause.clone(), cause }
+    }
+
+    /// A failed node API call: its cause is the error's one-line summary,
+    /// its message that, after what was being done.
+    fn node(fault: Fault, doing: &str, err: &NodeError) -> Problem {
+        let cause = err.summary();
+        Problem { fault, message: format!("{doing}: {cause}"), cause }
     }
 }
 
@@ -145,27 +171,27 @@ pub(crate) async fn settle(
         .collect();
     configured.extend(stream::iter(workers).buffered(AT_ONCE).collect::<Vec<_>>().await);
     // Then every machine answers, or not.
+    let paused = tenant.metadata.annotations.contains_key(rollout::PAUSED_ANNOTATION);
     let checks = configured.into_iter().zip(&live).map(|(mut outcome, (machine, plan))| {
         // The versions of an upgrade that no longer rolls mean nothing.
         if !kubernetes.active() {
             outcome.annotations.remove(MACHINE_KUBERNETES_ANNOTATION);
         }
-        check(name, machine, plan, outcome, ctx)
+        check(name, machine, plan, outcome, paused, ctx)
     });
     let checks: Vec<_> = checks.collect();
     let mut settled = Settled::default();
     for outcome in stream::iter(checks).buffered(AT_ONCE).collect::<Vec<_>>().await {
         let (written, problem, off) = outcome?;
         let id = written.as_ref().map(|machine| machine.metadata.name.clone());
-        if let (Some(id), Some(reason)) = (&id, problem) {
-            settled.pending.push(format!("{id}: {reason}"));
+        if let (Some(id), Some(problem)) = (&id, problem) {
+            settled.problems.insert(id.clone(), problem);
         }
         if let (Some(id), true) = (&id, off) {
             settled.off.push(id.clone());
         }
         view.put_written(written);
     }
-    settled.pending.sort();
     settled.off.sort();
     Ok(settled)
 }
@@ -194,7 +220,7 @@ async fn render(
 struct Configured {
     annotations: BTreeMap<String, String>,
     status: MachineStatus,
-    problem: Option<String>,
+    problem: Option<Problem>,
     /// The node is not the tenant's: a replaced host or an impostor.
     unrecognized: Option<String>,
     /// What the machine's message says when nothing is wrong: a change
@@ -214,7 +240,7 @@ async fn configure(
 ) -> Configured {
     let mut annotations = machine.metadata.annotations.clone();
     let mut status = machine.status.clone();
-    let unchanged = |problem: Option<String>| Configured {
+    let unchanged = |problem: Option<Problem>| Configured {
         annotations: machine.metadata.annotations.clone(),
         status: machine.status.clone(),
         problem,
@@ -222,12 +248,17 @@ async fn configure(
         note: None,
     };
     let Some(node) = cluster::node_ref(tenant, machine) else {
-        return unchanged(Some("no management address yet".into()));
+        return unchanged(Some(Problem::new(Fault::Starting, "no management address yet")));
     };
     let yaml = match config {
         Some(Ok(yaml)) => yaml,
-        Some(Err(reason)) => return unchanged(Some(format!("rendering the machine config: {reason}"))),
-        None => return unchanged(Some(NO_RENDERER.to_string())),
+        Some(Err(reason)) => {
+            return unchanged(Some(Problem::new(
+                Fault::Config,
+                format!("rendering the machine config: {reason}"),
+            )));
+        }
+        None => return unchanged(Some(Problem::new(Fault::Config, NO_RENDERER))),
     };
     let hash = fingerprint(yaml);
     let taken = annotations.get(CONFIG_HASH_ANNOTATION);
@@ -261,21 +292,28 @@ async fn configure(
             (None, None)
         }
         Err(err @ NodeError::Untrusted { .. }) => (None, Some(err.to_string())),
-        Err(reason) => (Some(format!("applying the machine config: {reason}")), None),
+        Err(reason) => {
+            let fault = if reason.is_unreachable() { Fault::Unreachable } else { Fault::Config };
+            (Some(Problem::node(fault, "applying the machine config", &reason)), None)
+        }
     };
     Configured { annotations, status, problem, unrecognized, note }
 }
 
 /// Asks a configured machine for its version: it is `connected` while it
 /// answers, and `off` once it stops. Gives the machine as written, what is
-/// wrong with it, and whether it is off.
+/// wrong with it, and whether it is off. Its `status.message` says what is
+/// wrong, and clears once nothing is (but for a note that still holds: a
+/// change waiting for its reboot, a step at which the rollout, `paused`,
+/// stopped).
 async fn check(
     tenant: &str,
     machine: &Machine,
     plan: &MachinePlan,
     configured: Configured,
+    paused: bool,
     ctx: &Context,
-) -> Result<(Option<Machine>, Option<String>, bool), ReconcileError> {
+) -> Result<(Option<Machine>, Option<Problem>, bool), ReconcileError> {
     let Configured { annotations, mut status, mut problem, unrecognized, note } = configured;
     let mut connected = machine.spec.connected;
     let mut off = false;
@@ -299,38 +337,44 @@ async fn check(
         Some(Err(NodeError::Untrusted { .. })) => {
             let address = machine.spec.management_address.clone().unwrap_or_default();
             let id = &machine.metadata.name;
-            problem = Some(format!(
-                "the host at {address} does not answer as this tenant's node (it answers in maintenance \
-                 mode, or with a certificate the tenant's OS CA did not sign): a replaced host or an \
-                 impostor. Nothing is sent to it. If the host was replaced, confirm it with `cms delete \
-                 machine {id} -t {tenant}` (DELETE /api/v1/tenants/{tenant}/machines/{id}): the machine \
-                 leaves etcd and the cluster, then the host takes its config anew"
-            ));
+            let cause = format!("the host at {address} does not answer as this tenant's node");
+            let message = format!(
+                "{cause} (it answers in maintenance mode, or with a certificate the tenant's OS CA did \
+                 not sign): a replaced host or an impostor, so nothing is sent to it. If the host was \
+                 replaced, confirm it with `cms delete machine {id} -t {tenant}`: the machine leaves etcd \
+                 and the cluster, then the host takes its config anew"
+            );
+            problem = Some(Problem { fault: Fault::Unrecognized, cause, message });
             status.stage = STAGE_UNRECOGNIZED.into();
             status.ready = false;
             connected = false;
         }
         Some(Err(reason)) if connected || status.stage == STAGE_OFF => {
-            problem.get_or_insert(format!("off: not answering: {reason}"));
+            // Whatever its config's apply said, it no longer answers.
+            problem = Some(Problem::node(Fault::Off, "off: not answering", &reason));
             status.stage = STAGE_OFF.into();
             status.ready = false;
             connected = false;
             off = true;
         }
         Some(Err(reason)) => {
-            problem.get_or_insert(format!("not answering yet: {reason}"));
+            problem.get_or_insert_with(|| Problem::node(Fault::Starting, "not answering yet", &reason));
         }
         None => {}
     }
-    status.message = problem.clone().or(note).or_else(|| match machine.status.message.as_deref() {
-        // Kept while the change still waits for its reboot.
+    let said = problem.as_ref().map(|problem| problem.message.clone());
+    status.message = said.or(note).or_else(|| match machine.status.message.as_deref() {
+        // Kept while the change still waits for its reboot, and while the
+        // rollout that stopped at this machine is paused.
         Some(message)
             if message.starts_with(REBOOT_NOTE) && annotations.contains_key(REBOOT_PENDING_ANNOTATION) =>
         {
             Some(message.to_string())
         }
+        Some(message) if message.starts_with(rollout::STOPPED_NOTE) && paused => Some(message.to_string()),
         _ => None,
     });
+    status.message = status.message.map(|message| one_line(&message, MACHINE_MESSAGE_LIMIT));
     let written = write(ctx, tenant, machine, Observed { annotations, connected, status }).await?;
     Ok((written, problem, off))
 }

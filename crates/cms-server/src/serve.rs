@@ -76,6 +76,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let options = ServiceOptions {
         body_limit: settings.body_limit,
         watch_heartbeat: settings.watch_heartbeat,
+        watch_bookmark_interval: settings.watch_bookmark_interval,
         send_timeout: settings.send_timeout,
         insecure_disable_auth: settings.insecure_disable_auth,
         // The server speaks plain HTTP; behind a TLS proxy,

@@ -28,6 +28,7 @@ const KEYS: &[&str] = &[
     "database_url",
     "body_limit",
     "watch_heartbeat",
+    "watch_bookmark_interval",
     "send_timeout",
     "event_retention",
     "watch_buffer",
@@ -101,6 +102,10 @@ pub(crate) struct Settings {
     /// How often watch streams send a heartbeat, such as `15s`.
     #[serde(deserialize_with = "duration")]
     pub(crate) watch_heartbeat: Duration,
+    /// How often a watch that asked for bookmarks gets one at least, such
+    /// as `60s`.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) watch_bookmark_interval: Duration,
     /// How long sent data may stay unread by a client before its connection
     /// is closed, such as `60s`.
     #[serde(deserialize_with = "duration")]
@@ -264,6 +269,7 @@ impl Default for Settings {
             database_url: None,
             body_limit: service.body_limit,
             watch_heartbeat: service.watch_heartbeat,
+            watch_bookmark_interval: service.watch_bookmark_interval,
             send_timeout: service.send_timeout,
             event_retention: store.event_retention,
             watch_buffer: store.watch_buffer,

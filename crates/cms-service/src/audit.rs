@@ -269,7 +269,7 @@ fn entry(line: RequestLine, extensions: Option<&Extensions>, status: u16, time: 
                 Credential::ApiToken { id } => Some(id.clone()),
                 Credential::Login | Credential::Workload => None,
             };
-            (caller.user.clone(), Some(caller.role), token)
+            (caller.user.clone(), caller.role, token)
         }
         (None, Some(LoginAttempt(user))) => (user.clone(), None, None),
         (None, None) => (ANONYMOUS.to_string(), None, None),
@@ -344,6 +344,7 @@ fn kind_of(segment: &str) -> Option<&'static str> {
         "users" => Some("User"),
         "tokens" => Some("ApiToken"),
         "backups" => Some("Backup"),
+        "grants" => Some("Grant"),
         _ => None,
     }
 }

@@ -39,15 +39,17 @@ fn key<C: Child>(tenant: String, name: String) -> Key {
     Key::child(C::Resource::KIND, tenant, name)
 }
 
-/// `GET .../{kind}`: a page of the tenant's objects.
+/// `GET .../{kind}`: a page of the tenant's objects that `labelSelector` matches.
 pub(crate) async fn list<C: Child>(
     state: web::Data<AppState>,
     tenant: web::Path<String>,
     query: ListQuery,
 ) -> Result<HttpResponse, ApiError> {
-    let page = query.without_watch()?;
+    let query = query.without_watch()?;
     require_tenant(state.store().as_ref(), &tenant)?;
-    Ok(reply::listing(&state.store().list(C::Resource::KIND, Some(tenant.into_inner()), page)))
+    let listing =
+        state.store().select(C::Resource::KIND, Some(tenant.into_inner()), &query.selector, query.page);
+    Ok(reply::listing(&listing))
 }
 
 /// `POST .../{kind}`: 201 with the new object.

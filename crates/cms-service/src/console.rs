@@ -91,6 +91,8 @@ fn answer(req: &HttpRequest, response: cms_console::Response) -> HttpResponse {
     let mut response = match body {
         Body::Full(bytes) => HttpResponse::build(status).body(bytes),
         Body::Stream(stream) => HttpResponse::build(status).streaming(stream.map(Ok::<_, Infallible>)),
+        // An error cuts the transfer off: the client sees a broken download.
+        Body::Fallible(stream) => HttpResponse::build(status).streaming(stream),
     };
     // The console's headers replace the framework's defaults, such as the
     // content type of a stream.

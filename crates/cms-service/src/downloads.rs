@@ -2,7 +2,7 @@
 //! documents built from a tenant's secrets bundle, served as YAML files.
 //!
 //! Client configs carry a fresh client certificate whose identity follows
-//! the caller's role (see `cms_talos::kubernetes_identity` and
+//! the caller's role on the tenant (its global role joined with its grants) (see `cms_talos::kubernetes_identity` and
 //! `cms_talos::talos_role`); it lives 24 hours unless `?ttl=` asks for
 //! less or more, up to the configured longest lifetime (a longer one is 400).
 //! Every download is logged with the user, never with the content.
@@ -11,12 +11,14 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use cms_auth::Caller;
+use cms_model::UserRole;
 use serde::Deserialize;
 
 use crate::auth::caller;
 use crate::error::ApiError;
 use crate::reply::yaml_download;
 use crate::state::AppState;
+use crate::visibility;
 
 /// The query of a client-config download.
 #[derive(Debug, Deserialize)]
@@ -56,10 +58,10 @@ fn format_ttl(ttl: Duration) -> String {
     }
 }
 
-fn log_issue(caller: &Caller, tenant: &str, document: &str, ttl: Duration) {
+fn log_issue(caller: &Caller, role: UserRole, tenant: &str, document: &str, ttl: Duration) {
     tracing::info!(
         user = %caller.user,
-        role = caller.role.as_str(),
+        role = role.as_str(),
         tenant,
         ttl = %format_ttl(ttl),
         "issued a {document}"
@@ -76,10 +78,11 @@ pub(crate) async fn kubeconfig(
 ) -> Result<HttpResponse, ApiError> {
     let caller = caller(&req)?;
     let ttl = query.ttl(&state)?;
+    let role = visibility::role_on(state.store().as_ref(), &caller, &name)?;
     let (user, groups) = caller.kube_identity();
-    let identity = cms_talos::KubeIdentity { role: caller.role, name: user.as_deref(), groups: &groups };
+    let identity = cms_talos::KubeIdentity { role, name: user.as_deref(), groups: &groups };
     let yaml = state.tenancy.kubeconfig_as(&name, &identity, ttl).await?;
-    log_issue(&caller, &name, "kubeconfig", ttl);
+    log_issue(&caller, role, &name, "kubeconfig", ttl);
     Ok(yaml_download(yaml, &format!("{name}-kubeconfig.yaml")))
 }
 
@@ -94,8 +97,9 @@ pub(crate) async fn talosconfig(
 ) -> Result<HttpResponse, ApiError> {
     let caller = caller(&req)?;
     let ttl = query.ttl(&state)?;
-    let yaml = state.tenancy.talosconfig(&name, caller.role, ttl).await?;
-    log_issue(&caller, &name, "talosconfig", ttl);
+    let role = visibility::role_on(state.store().as_ref(), &caller, &name)?;
+    let yaml = state.tenancy.talosconfig(&name, role, ttl).await?;
+    log_issue(&caller, role, &name, "talosconfig", ttl);
     Ok(yaml_download(yaml, &format!("{name}-talosconfig.yaml")))
 }
 
@@ -108,6 +112,6 @@ pub(crate) async fn secrets(
 ) -> Result<HttpResponse, ApiError> {
     let caller = caller(&req)?;
     let yaml = state.tenancy.secrets_yaml(&name).await?;
-    tracing::info!(user = %caller.user, role = caller.role.as_str(), tenant = %name, "read a secrets bundle");
+    tracing::info!(user = %caller.user, role = caller.role_name(), tenant = %name, "read a secrets bundle");
     Ok(yaml_download(yaml, &format!("{name}-secrets.yaml")))
 }

@@ -177,7 +177,11 @@ impl From<AuthError> for ApiError {
             | AuthError::TooManyWatches { retry_after, .. } => {
                 ApiError::TooManyRequests { message: err.to_string(), retry_after }
             }
-            AuthError::TooManyTokens { .. } => ApiError::Conflict(err.to_string()),
+            AuthError::TooManyTokens { .. } | AuthError::TooManyGrants { .. } => {
+                ApiError::Conflict(err.to_string())
+            }
+            AuthError::TenantNotFound { .. } => ApiError::NotFound(err.to_string()),
+            AuthError::NotGrantable(message) => ApiError::BadRequest(message),
             AuthError::Invalid(field) => field.into(),
             AuthError::Store(store) => store.into(),
             AuthError::Crypto(_) => ApiError::internal(&err),

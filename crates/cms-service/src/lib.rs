@@ -11,10 +11,11 @@
 //! answer with the JSON bytes the store serialized once.
 //!
 //! Where things are: `routes.rs`, the route table with each route's
-//! permission, enforced by `auth.rs`. One module per resource: `tenants.rs`,
+//! permission, enforced by `auth.rs`; `visibility.rs` narrows what a
+//! caller with grants sees to its tenants. One module per resource: `tenants.rs`,
 //! `children.rs` (node groups and config patches), `machines.rs`,
 //! `machine_config.rs`, `downloads.rs`, `backups.rs` (etcd backups), `projected.rs`, `health.rs`,
-//! `users.rs`, `tokens.rs`, `login.rs`, `audit_log.rs`, and `ops.rs` for
+//! `users.rs`, `tokens.rs`, `grants.rs`, `login.rs`, `audit_log.rs`, and `ops.rs` for
 //! `/healthz`, `/readyz`, `/version`; `console.rs` hands the console's paths
 //! to it. Handlers parse (`body.rs`, `query.rs`),
 //! call `cms_tenancy` or the store, and reply (`reply.rs`); `error.rs` is the
@@ -38,6 +39,7 @@ mod console;
 mod downloads;
 mod error;
 mod fallback;
+mod grants;
 mod health;
 mod login;
 mod lookup;
@@ -57,6 +59,7 @@ mod state;
 mod tenants;
 mod tokens;
 mod users;
+mod visibility;
 mod watch;
 
 #[cfg(test)]

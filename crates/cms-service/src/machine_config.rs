@@ -23,7 +23,7 @@ pub(crate) async fn get(
     let (yaml, role) = state.tenancy.machine_config(&tenant, &id).await?;
     tracing::info!(
         user = %caller.user,
-        role = caller.role.as_str(),
+        role = caller.role_name(),
         tenant = %tenant,
         machine = %id,
         machine_role = role.as_str(),

@@ -3,7 +3,8 @@
 //! writes their status.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
+use cms_auth::Permission;
 use cms_model::{Kind, MachineStatus, ObjectMeta};
 use cms_store::Key;
 use serde::Deserialize;
@@ -15,6 +16,8 @@ use crate::lookup::{find, require_tenant};
 use crate::query::ListQuery;
 use crate::reply;
 use crate::state::AppState;
+use crate::visibility;
+use crate::watch::WatchFilter;
 
 /// The body of a status write: a machine whose `status` replaces the stored
 /// one. Its `spec` may be sent back as read, and is ignored.
@@ -31,10 +34,23 @@ fn key(tenant: String, id: String) -> Key {
     Key::child(Kind::Machine, tenant, id)
 }
 
-/// `GET /machines`: the machines of every tenant, by tenant then name.
-pub(crate) async fn list_all(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
-    let page = query.without_watch()?;
-    Ok(reply::listing(&state.store().list(Kind::Machine, None, page)))
+/// `GET /machines`: the machines of every tenant that `labelSelector`
+/// matches, by tenant then name.
+/// A caller whose grants give it some tenants sees their machines only.
+pub(crate) async fn list_all(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: ListQuery,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.without_watch()?;
+    let caller = crate::auth::caller(&req)?;
+    if !caller.holds_everywhere(Permission::Read) {
+        let filter = WatchFilter { labels: Some(query.selector), ..WatchFilter::default() };
+        let filter = visibility::narrow_children(filter, state.store().as_ref(), &caller);
+        let listing = visibility::filtered_page(state.store().as_ref(), Kind::Machine, &filter, query.page);
+        return Ok(reply::listing(&listing));
+    }
+    Ok(reply::listing(&state.store().select(Kind::Machine, None, &query.selector, query.page)))
 }
 
 /// `GET /tenants/{tenant}/machines`.
@@ -43,9 +59,10 @@ pub(crate) async fn list(
     tenant: web::Path<String>,
     query: ListQuery,
 ) -> Result<HttpResponse, ApiError> {
-    let page = query.without_watch()?;
+    let query = query.without_watch()?;
     require_tenant(state.store().as_ref(), &tenant)?;
-    Ok(reply::listing(&state.store().list(Kind::Machine, Some(tenant.into_inner()), page)))
+    let listing = state.store().select(Kind::Machine, Some(tenant.into_inner()), &query.selector, query.page);
+    Ok(reply::listing(&listing))
 }
 
 /// `GET /tenants/{tenant}/machines/{id}`.

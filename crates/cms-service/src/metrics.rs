@@ -142,8 +142,9 @@ pub(crate) async fn render(req: HttpRequest, state: web::Data<AppState>) -> Resu
 }
 
 /// Whether the caller of `req` sees tenant names: the setting says so, or
-/// it sent a bearer token that authenticates a caller who may read tenants
-/// (every role may).
+/// it sent a bearer token that authenticates a caller who may read every
+/// tenant (every global role may). A caller whose grants give it some
+/// tenants gets the series without tenant names, as an anonymous one.
 async fn tenant_names_shown(req: &HttpRequest, state: &AppState) -> Result<bool, ApiError> {
     if state.options.metrics_tenant_labels || state.options.insecure_disable_auth {
         return Ok(true);
@@ -152,8 +153,7 @@ async fn tenant_names_shown(req: &HttpRequest, state: &AppState) -> Result<bool,
         return Ok(false);
     }
     let caller = crate::auth::authenticate(req.headers(), state).await?;
-    caller.require(Permission::Read)?;
-    Ok(true)
+    Ok(caller.holds_everywhere(Permission::Read))
 }
 
 /// `text`, in the Prometheus text format, without the samples that have a

@@ -1,12 +1,12 @@
-//! The query of list requests: `limit`, `offset`, and for tenants `watch`
-//! with its resume point (`resourceVersion` or the `Last-Event-ID` header);
-//! for the audit log, its filters.
+//! The query of list requests: `limit`, `offset`, `labelSelector`, and for
+//! tenants `watch` with its resume point (`resourceVersion` or the
+//! `Last-Event-ID` header); for the audit log, its filters.
 
 use std::future::{Ready, ready};
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
-use cms_model::Page;
+use cms_model::{LabelSelector, Page, SelectorError};
 use cms_store::AuditFilter;
 use serde::Deserialize;
 
@@ -16,9 +16,12 @@ use crate::error::ApiError;
 const LAST_EVENT_ID: &str = "last-event-id";
 
 /// A parsed list query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListQuery {
     pub(crate) page: Page,
+    /// `labelSelector`: which objects to list (and, for a watch, to
+    /// follow); empty when absent, which matches everything.
+    pub(crate) selector: LabelSelector,
     /// Whether the client asked for a watch stream instead of a list.
     pub(crate) watch: bool,
     /// For a watch, the revision to resume after.
@@ -29,6 +32,8 @@ pub(crate) struct ListQuery {
 struct RawQuery {
     limit: Option<String>,
     offset: Option<String>,
+    #[serde(rename = "labelSelector")]
+    label_selector: Option<String>,
     watch: Option<String>,
     #[serde(rename = "resourceVersion")]
     resource_version: Option<String>,
@@ -36,11 +41,23 @@ struct RawQuery {
 
 impl ListQuery {
     /// Refuses `watch=true` on lists that have no watch.
-    pub(crate) fn without_watch(self) -> Result<Page, ApiError> {
+    pub(crate) fn without_watch(self) -> Result<ListQuery, ApiError> {
         if self.watch {
             return Err(ApiError::BadRequest("watch is only supported on tenants".to_string()));
         }
-        Ok(self.page)
+        Ok(self)
+    }
+
+    /// The page of a list of things without labels, such as projected
+    /// resources: refuses `watch=true` and a `labelSelector` that is not empty.
+    pub(crate) fn page_only(self, what: &str) -> Result<Page, ApiError> {
+        let query = self.without_watch()?;
+        if !query.selector.is_empty() {
+            return Err(ApiError::BadRequest(format!(
+                "labelSelector is not supported on {what}: they have no labels"
+            )));
+        }
+        Ok(query.page)
     }
 
     fn parse(req: &HttpRequest) -> Result<ListQuery, ApiError> {
@@ -49,6 +66,7 @@ impl ListQuery {
             .into_inner();
         let page = Page::parse(raw.limit.as_deref(), raw.offset.as_deref())
             .map_err(|err| ApiError::BadRequest(err.to_string()))?;
+        let selector = raw.label_selector.as_deref().map(selector).transpose()?.unwrap_or_default();
         let watch = match raw.watch.as_deref() {
             None | Some("false" | "0") => false,
             Some("true" | "1" | "") => true,
@@ -69,8 +87,17 @@ impl ListQuery {
                 },
             },
         };
-        Ok(ListQuery { page, watch, since })
+        Ok(ListQuery { page, selector, watch, since })
     }
+}
+
+/// Parses `labelSelector`; a malformed one is 400, its message naming the
+/// selector (quoted, unless it is too long to repeat) and what is wrong.
+fn selector(raw: &str) -> Result<LabelSelector, ApiError> {
+    LabelSelector::parse(raw).map_err(|err| match err {
+        SelectorError::TooLong { .. } => ApiError::BadRequest(format!("labelSelector is not valid: {err}")),
+        err => ApiError::BadRequest(format!("labelSelector {raw:?} is not valid: {err}")),
+    })
 }
 
 fn revision(name: &str, raw: &str) -> Result<u64, ApiError> {
@@ -151,11 +178,38 @@ mod tests {
     #[test]
     fn pages_and_watches() {
         let query = parse("/t?limit=5&offset=2", None).unwrap();
-        assert_eq!(query, ListQuery { page: Page { limit: 5, offset: 2 }, watch: false, since: None });
+        let expected = ListQuery {
+            page: Page { limit: 5, offset: 2 },
+            selector: LabelSelector::default(),
+            watch: false,
+            since: None,
+        };
+        assert_eq!(query, expected);
         assert_eq!(parse("/t?watch=true", None).unwrap().since, None);
         assert_eq!(parse("/t?watch=true&resourceVersion=7", Some("9")).unwrap().since, Some(7));
         assert_eq!(parse("/t?watch=true", Some("9")).unwrap().since, Some(9));
         assert_eq!(parse("/t", Some("junk")).unwrap().since, None, "only watches read the header");
+    }
+
+    #[test]
+    fn label_selectors_parse_for_lists_and_watches() {
+        let query = parse("/t?labelSelector=team%20in%20(a%2Cb)%2Cenv!%3Dprod&limit=2", None).unwrap();
+        assert_eq!(query.selector, LabelSelector::parse("team in (a,b),env!=prod").unwrap());
+        assert_eq!(query.page.limit, 2);
+        let watch = parse("/t?watch=true&labelSelector=team%3Da", None).unwrap();
+        assert!(watch.watch, "a selector does not stop a watch");
+        assert_eq!(watch.selector, LabelSelector::parse("team=a").unwrap());
+        assert!(parse("/t?labelSelector=", None).unwrap().selector.is_empty());
+        let Err(ApiError::BadRequest(message)) = parse("/t?labelSelector=x%20in%20(a", None) else {
+            panic!("a malformed selector is 400");
+        };
+        assert_eq!(message, r#"labelSelector "x in (a" is not valid: found the end, expected ',' or ')'"#);
+        let long = format!("/t?labelSelector={}", "x".repeat(cms_model::MAX_SELECTOR_BYTES + 1));
+        let Err(ApiError::BadRequest(message)) = parse(&long, None) else { panic!("too long is 400") };
+        assert!(message.starts_with("labelSelector is not valid: it is 4097 bytes long"), "{message}");
+        let refused = parse("/t?labelSelector=team", None).unwrap().page_only("projected resources");
+        assert!(matches!(refused, Err(ApiError::BadRequest(message)) if message.contains("no labels")));
+        assert_eq!(parse("/t?limit=3", None).unwrap().page_only("projected resources").unwrap().limit, 3);
     }
 
     #[test]

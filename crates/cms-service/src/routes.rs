@@ -14,8 +14,8 @@ use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    audit_log, backups, downloads, health, login, machine_config, machines, metrics, openapi, ops, projected,
-    tenants, tokens, users,
+    audit_log, backups, downloads, grants, health, login, machine_config, machines, metrics, openapi, ops,
+    projected, tenants, tokens, users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -91,6 +91,16 @@ const fn needs(permission: cms_auth::Permission) -> Access {
     Access::Requires(permission)
 }
 
+/// The permission on the tenant the path names.
+const fn on_tenant(permission: cms_auth::Permission) -> Access {
+    Access::OnTenant(permission)
+}
+
+/// The permission on some tenant; the handler narrows to those.
+const fn on_tenants(permission: cms_auth::Permission) -> Access {
+    Access::OnTenants(permission)
+}
+
 table! {
     root "/healthz" { GET => ops::healthz, PUBLIC; }
     root "/readyz" { GET => ops::readyz, PUBLIC; }
@@ -102,59 +112,59 @@ table! {
     api "/auth/sso/start" { POST => login::sso_start, PUBLIC; }
     api "/auth/sso/token" { POST => login::sso_token, PUBLIC; }
     api "/tenants" {
-        GET => tenants::list, needs(Read);
-        POST => tenants::create, needs(Write);
+        GET => tenants::list, on_tenants(Read);
+        POST => tenants::create, on_tenants(Write);
     }
     api "/tenants/{name}" {
-        GET => tenants::get, needs(Read);
-        PUT => tenants::update, needs(Write);
-        DELETE => tenants::delete, needs(DeleteTenant);
+        GET => tenants::get, on_tenant(Read);
+        PUT => tenants::update, on_tenant(Write);
+        DELETE => tenants::delete, on_tenant(DeleteTenant);
     }
-    api "/tenants/{name}/kubeconfig" { GET => downloads::kubeconfig, needs(ReadClientConfig); }
-    api "/tenants/{name}/talosconfig" { GET => downloads::talosconfig, needs(ReadClientConfig); }
-    api "/tenants/{name}/secrets" { GET => downloads::secrets, needs(ReadSecrets); }
-    api "/tenants/{name}/health" { GET => health::tenant, needs(Read); }
-    api "/health" { GET => health::all, needs(Read); }
+    api "/tenants/{name}/kubeconfig" { GET => downloads::kubeconfig, on_tenant(ReadClientConfig); }
+    api "/tenants/{name}/talosconfig" { GET => downloads::talosconfig, on_tenant(ReadClientConfig); }
+    api "/tenants/{name}/secrets" { GET => downloads::secrets, on_tenant(ReadSecrets); }
+    api "/tenants/{name}/health" { GET => health::tenant, on_tenant(Read); }
+    api "/health" { GET => health::all, on_tenants(Read); }
     api "/tenants/{name}/backups" {
-        GET => backups::list, needs(Read);
-        POST => backups::take, needs(Write);
+        GET => backups::list, on_tenant(Read);
+        POST => backups::take, on_tenant(Write);
     }
     api "/tenants/{name}/backups/{id}" {
-        GET => backups::get, needs(Read);
-        DELETE => backups::delete, needs(RestoreBackup);
+        GET => backups::get, on_tenant(Read);
+        DELETE => backups::delete, on_tenant(RestoreBackup);
     }
     // The snapshot holds every Secret of the tenant's cluster.
-    api "/tenants/{name}/backups/{id}/download" { GET => backups::download, needs(ReadSecrets); }
-    api "/tenants/{name}/backups/{id}/restore" { POST => backups::restore, needs(RestoreBackup); }
+    api "/tenants/{name}/backups/{id}/download" { GET => backups::download, on_tenant(ReadSecrets); }
+    api "/tenants/{name}/backups/{id}/restore" { POST => backups::restore, on_tenant(RestoreBackup); }
     api "/tenants/{tenant}/node-groups" {
-        GET => children::list::<NodeGroups>, needs(Read);
-        POST => children::create::<NodeGroups>, needs(Write);
+        GET => children::list::<NodeGroups>, on_tenant(Read);
+        POST => children::create::<NodeGroups>, on_tenant(Write);
     }
     api "/tenants/{tenant}/node-groups/{name}" {
-        GET => children::get::<NodeGroups>, needs(Read);
-        PUT => children::update::<NodeGroups>, needs(Write);
-        DELETE => children::delete::<NodeGroups>, needs(Delete);
+        GET => children::get::<NodeGroups>, on_tenant(Read);
+        PUT => children::update::<NodeGroups>, on_tenant(Write);
+        DELETE => children::delete::<NodeGroups>, on_tenant(Delete);
     }
     api "/tenants/{tenant}/configpatches" {
-        GET => children::list::<ConfigPatches>, needs(Read);
-        POST => children::create::<ConfigPatches>, needs(Write);
+        GET => children::list::<ConfigPatches>, on_tenant(Read);
+        POST => children::create::<ConfigPatches>, on_tenant(Write);
     }
     api "/tenants/{tenant}/configpatches/{name}" {
-        GET => children::get::<ConfigPatches>, needs(Read);
-        PUT => children::update::<ConfigPatches>, needs(Write);
-        DELETE => children::delete::<ConfigPatches>, needs(Delete);
+        GET => children::get::<ConfigPatches>, on_tenant(Read);
+        PUT => children::update::<ConfigPatches>, on_tenant(Write);
+        DELETE => children::delete::<ConfigPatches>, on_tenant(Delete);
     }
-    api "/machines" { GET => machines::list_all, needs(Read); }
-    api "/tenants/{tenant}/machines" { GET => machines::list, needs(Read); }
+    api "/machines" { GET => machines::list_all, on_tenants(Read); }
+    api "/tenants/{tenant}/machines" { GET => machines::list, on_tenant(Read); }
     api "/tenants/{tenant}/machines/{id}" {
-        GET => machines::get, needs(Read);
-        DELETE => machines::delete, needs(Delete);
+        GET => machines::get, on_tenant(Read);
+        DELETE => machines::delete, on_tenant(Delete);
     }
-    api "/tenants/{tenant}/machines/{id}/config" { GET => machine_config::get, needs(ReadMachineConfig); }
-    api "/tenants/{tenant}/machines/{id}/status" { PUT => machines::update_status, needs(WriteMachineStatus); }
-    api "/projected" { GET => projected::list_all, needs(Read); }
-    api "/tenants/{tenant}/projected" { GET => projected::list, needs(Read); }
-    api "/tenants/{tenant}/projected/{kind}" { GET => projected::list_kind, needs(Read); }
+    api "/tenants/{tenant}/machines/{id}/config" { GET => machine_config::get, on_tenant(ReadMachineConfig); }
+    api "/tenants/{tenant}/machines/{id}/status" { PUT => machines::update_status, on_tenant(WriteMachineStatus); }
+    api "/projected" { GET => projected::list_all, on_tenants(Read); }
+    api "/tenants/{tenant}/projected" { GET => projected::list, on_tenant(Read); }
+    api "/tenants/{tenant}/projected/{kind}" { GET => projected::list_kind, on_tenant(Read); }
     api "/users" {
         GET => users::list, needs(ManageUsers);
         POST => users::create, needs(ManageUsers);
@@ -169,6 +179,15 @@ table! {
         POST => tokens::create, needs(OwnTokens);
     }
     api "/users/{name}/tokens/{tokenName}" { DELETE => tokens::revoke, needs(OwnTokens); }
+    api "/grants" {
+        GET => grants::list, needs(ManageUsers);
+        POST => grants::create, needs(ManageUsers);
+    }
+    api "/grants/{name}" {
+        GET => grants::get, needs(ManageUsers);
+        PUT => grants::update, needs(ManageUsers);
+        DELETE => grants::delete, needs(ManageUsers);
+    }
     api "/audit" { GET => audit_log::list, needs(ReadAudit); }
 }
 

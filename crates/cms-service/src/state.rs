@@ -24,6 +24,9 @@ pub struct ServiceOptions {
     pub body_limit: usize,
     /// How often a watch stream sends a `: heartbeat` comment.
     pub watch_heartbeat: Duration,
+    /// How often a watch that asked for bookmarks (`allowWatchBookmarks`)
+    /// gets one at least.
+    pub watch_bookmark_interval: Duration,
     /// How long a connection's sent data may stay unacknowledged, or its
     /// peer's window shut, before the connection is closed: a watcher that
     /// stops reading is cut off, and its buffers are freed.
@@ -50,6 +53,8 @@ impl ServiceOptions {
     pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
     /// 15 seconds.
     pub const DEFAULT_WATCH_HEARTBEAT: Duration = Duration::from_secs(15);
+    /// 60 seconds, as the Kubernetes API server.
+    pub const DEFAULT_WATCH_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
     /// 60 seconds.
     pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 }
@@ -59,6 +64,7 @@ impl Default for ServiceOptions {
         ServiceOptions {
             body_limit: ServiceOptions::DEFAULT_BODY_LIMIT,
             watch_heartbeat: ServiceOptions::DEFAULT_WATCH_HEARTBEAT,
+            watch_bookmark_interval: ServiceOptions::DEFAULT_WATCH_BOOKMARK_INTERVAL,
             send_timeout: ServiceOptions::DEFAULT_SEND_TIMEOUT,
             insecure_disable_auth: false,
             secure_cookies: false,
@@ -125,8 +131,10 @@ impl AppState {
         self.tenancy.store()
     }
 
-    /// Serves tenants' etcd backups from `backups`.
+    /// Serves tenants' etcd backups from `backups`, the API's and the
+    /// console's.
     pub fn with_backups(mut self, backups: Backups) -> AppState {
+        self.console = self.console.with_backups(backups.clone());
         self.backups = Some(backups);
         self
     }

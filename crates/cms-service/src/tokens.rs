@@ -43,7 +43,7 @@ pub(crate) async fn list(
     query: ListQuery,
 ) -> Result<HttpResponse, ApiError> {
     check_owner(&req, &user)?;
-    let page = query.without_watch()?;
+    let page = query.page_only("API tokens")?;
     if state.auth.accounts().user(user.to_string()).await?.is_none() {
         return Err(ApiError::NotFound(format!("user {:?} not found", user.as_str())));
     }

@@ -25,7 +25,7 @@ fn shown(record: &UserRecord) -> User {
 
 /// `GET /users`: a page of users, sorted by name.
 pub(crate) async fn list(state: web::Data<AppState>, query: ListQuery) -> Result<HttpResponse, ApiError> {
-    let page = query.without_watch()?;
+    let page = query.page_only("users")?;
     let users = state.auth.accounts().users().await?;
     let total = users.len() as u64;
     let items: Vec<User> = users.iter().skip(page.offset).take(page.limit).map(shown).collect();

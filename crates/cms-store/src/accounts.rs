@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use cms_model::UserRole;
+use cms_model::{GrantSpec, UserRole};
 
 use crate::error::StoreError;
 
@@ -12,7 +12,8 @@ use crate::error::StoreError;
 #[derive(Clone, PartialEq, Eq)]
 pub struct UserRecord {
     pub name: String,
-    pub role: UserRole,
+    /// The global role; `None` for a user whose access is its grants'.
+    pub role: Option<UserRole>,
     /// The bcrypt hash of the password.
     pub password_hash: String,
     pub resource_version: u64,
@@ -33,7 +34,8 @@ impl std::fmt::Debug for UserRecord {
 /// A change to a user; `None` keeps the field.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct UserChange {
-    pub role: Option<UserRole>,
+    /// The new global role, `Some(None)` for none.
+    pub role: Option<Option<UserRole>>,
     pub password_hash: Option<String>,
 }
 
@@ -71,7 +73,17 @@ impl std::fmt::Debug for TokenRecord {
     }
 }
 
-/// The persistence of users, tokens and settings.
+/// A stored grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRecord {
+    pub name: String,
+    pub spec: GrantSpec,
+    pub resource_version: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The persistence of users, tokens, grants and settings.
 #[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
 #[async_trait]
 pub trait Accounts: Send + Sync + 'static {
@@ -112,6 +124,27 @@ pub trait Accounts: Send + Sync + 'static {
 
     /// Records when a token was last used.
     async fn touch_token(&self, id: String, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Every grant, sorted by name.
+    async fn grants(&self) -> Result<Vec<GrantRecord>, StoreError>;
+
+    /// The grant `name`.
+    async fn grant(&self, name: String) -> Result<Option<GrantRecord>, StoreError>;
+
+    /// Creates a grant at version 1; `AlreadyExists` when the name is taken.
+    async fn create_grant(&self, grant: GrantRecord) -> Result<GrantRecord, StoreError>;
+
+    /// Replaces a grant's spec if it is still at version `expected`
+    /// (`Conflict` otherwise); `NotFound` when there is none.
+    async fn update_grant(
+        &self,
+        name: String,
+        spec: GrantSpec,
+        expected: u64,
+    ) -> Result<GrantRecord, StoreError>;
+
+    /// Deletes a grant; `NotFound` when there is none.
+    async fn delete_grant(&self, name: String) -> Result<(), StoreError>;
 
     /// The setting `name`; when absent, stores `value` first. Every replica
     /// gets the same answer.

@@ -9,7 +9,8 @@ use sea_orm::{
     SqlErr, TransactionTrait,
 };
 
-use crate::accounts::{Accounts, TokenRecord, UserChange, UserRecord};
+use crate::accounts::{Accounts, GrantRecord, TokenRecord, UserChange, UserRecord};
+use crate::accounts_grants as grants;
 use crate::entity::{api_token, setting, user};
 use crate::error::StoreError;
 use crate::render::format_time;
@@ -17,7 +18,7 @@ use crate::sql::SqlStore;
 
 fn to_user(row: user::Model) -> Result<UserRecord, StoreError> {
     Ok(UserRecord {
-        role: UserRole::from_name(&row.role)
+        role: UserRole::from_global_name(&row.role)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown role {:?}", row.role)))?,
         password_hash: row.password_hash,
         resource_version: row.resource_version as u64,
@@ -39,7 +40,7 @@ fn to_token(row: api_token::Model) -> Result<TokenRecord, StoreError> {
     })
 }
 
-fn time(text: &str) -> Result<DateTime<Utc>, StoreError> {
+pub(crate) fn time(text: &str) -> Result<DateTime<Utc>, StoreError> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|err| StoreError::Corrupt(err.to_string()))
@@ -48,7 +49,7 @@ fn time(text: &str) -> Result<DateTime<Utc>, StoreError> {
 fn user_row(record: &UserRecord) -> user::ActiveModel {
     user::ActiveModel {
         name: Set(record.name.clone()),
-        role: Set(record.role.as_str().to_string()),
+        role: Set(UserRole::global_name(record.role).to_string()),
         password_hash: Set(record.password_hash.clone()),
         resource_version: Set(1),
         created_at: Set(format_time(record.created_at)),
@@ -56,7 +57,7 @@ fn user_row(record: &UserRecord) -> user::ActiveModel {
     }
 }
 
-fn duplicate(err: &sea_orm::DbErr) -> bool {
+pub(crate) fn duplicate(err: &sea_orm::DbErr) -> bool {
     matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
 }
 
@@ -123,7 +124,7 @@ impl Accounts for SqlStore {
         let current = row.resource_version as u64;
         let expected = expected.unwrap_or(current);
         let demoting =
-            row.role == UserRole::Admin.as_str() && change.role.is_some_and(|r| r != UserRole::Admin);
+            row.role == UserRole::Admin.as_str() && change.role.is_some_and(|r| r != Some(UserRole::Admin));
         if demoting && admins(&txn).await? <= 1 {
             return Err(last_admin());
         }
@@ -131,7 +132,7 @@ impl Accounts for SqlStore {
             .col_expr(user::Column::ResourceVersion, Expr::col(user::Column::ResourceVersion).add(1))
             .col_expr(user::Column::UpdatedAt, Expr::value(format_time(Utc::now())));
         if let Some(role) = change.role {
-            update = update.col_expr(user::Column::Role, Expr::value(role.as_str()));
+            update = update.col_expr(user::Column::Role, Expr::value(UserRole::global_name(role)));
         }
         if let Some(hash) = change.password_hash {
             update = update.col_expr(user::Column::PasswordHash, Expr::value(hash));
@@ -229,6 +230,37 @@ impl Accounts for SqlStore {
             .exec(&self.db)
             .await?;
         Ok(())
+    }
+
+    async fn grants(&self) -> Result<Vec<GrantRecord>, StoreError> {
+        grants::all(&self.db).await
+    }
+
+    async fn grant(&self, name: String) -> Result<Option<GrantRecord>, StoreError> {
+        grants::one(&self.db, &name).await
+    }
+
+    async fn create_grant(&self, grant: GrantRecord) -> Result<GrantRecord, StoreError> {
+        let _guard = self.write_lock.lock().await;
+        grants::create(&self.db, grant).await
+    }
+
+    async fn update_grant(
+        &self,
+        name: String,
+        spec: cms_model::GrantSpec,
+        expected: u64,
+    ) -> Result<GrantRecord, StoreError> {
+        let _guard = self.write_lock.lock().await;
+        let txn = self.db.begin().await?;
+        let updated = grants::update(&txn, &name, &spec, expected).await?;
+        txn.commit().await?;
+        Ok(updated)
+    }
+
+    async fn delete_grant(&self, name: String) -> Result<(), StoreError> {
+        let _guard = self.write_lock.lock().await;
+        grants::delete(&self.db, &name).await
     }
 
     async fn setting_or_insert(&self, name: String, value: String) -> Result<String, StoreError> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use cms_model::{Kind, Page, Projected};
+use cms_model::{Kind, LabelSelector, Page, Projected};
 use futures_util::Stream;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -164,8 +164,49 @@ pub struct WatchEvent {
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchItem {
     Event(WatchEvent),
-    /// The initial burst is complete; resuming from this revision misses nothing.
+    /// Every change up to this revision has been yielded: resuming from it
+    /// misses nothing. The first ends a fresh watch's initial burst; a watch
+    /// opened with [`WatchRequest::progress`] yields more as the store's
+    /// revision moves past changes the watch leaves out.
     Synced(u64),
+}
+
+/// What [`Store::watch_with`] follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchRequest {
+    /// The kind watched.
+    pub kind: Kind,
+    /// Only the changes of this one object (of `kind`): a fresh watch's
+    /// burst is the object alone, if it exists, and a resumed watch needs
+    /// only the object's own changes after `since` to still be in the log.
+    pub only: Option<Key>,
+    /// Resume after this revision instead of opening with a burst.
+    pub since: Option<u64>,
+    /// Yield [`WatchItem::Synced`] as the store's revision moves past
+    /// changes the watch leaves out, once the watch has caught up with them.
+    pub progress: bool,
+}
+
+impl WatchRequest {
+    /// Every change of `kind`, with a burst, without progress.
+    pub fn kind(kind: Kind) -> WatchRequest {
+        WatchRequest { kind, only: None, since: None, progress: false }
+    }
+
+    /// The changes of the object of `key` only.
+    pub fn only(key: Key) -> WatchRequest {
+        WatchRequest { kind: key.kind, only: Some(key), since: None, progress: false }
+    }
+
+    /// Resumes after `since`, when given.
+    pub fn since(self, since: Option<u64>) -> WatchRequest {
+        WatchRequest { since, ..self }
+    }
+
+    /// Reports progress past the changes left out.
+    pub fn with_progress(self) -> WatchRequest {
+        WatchRequest { progress: true, ..self }
+    }
 }
 
 /// Why a watch ended.
@@ -199,6 +240,11 @@ pub trait Store: Send + Sync + 'static {
     /// Lists objects of `kind` (in `tenant` when given), sorted by tenant,
     /// then name.
     fn list(&self, kind: Kind, tenant: Option<String>, page: Page) -> Listing;
+
+    /// Lists, as [`Store::list`] does, the objects whose labels `selector`
+    /// matches: `total` counts the matches and `page` slices them. The
+    /// empty selector lists everything.
+    fn select(&self, kind: Kind, tenant: Option<String>, selector: &LabelSelector, page: Page) -> Listing;
 
     /// Every object of `kind` (in `tenant` when given), sorted like
     /// [`Store::list`]: by tenant, then name. Not paged: for callers that
@@ -236,6 +282,15 @@ pub trait Store: Send + Sync + 'static {
     /// change after that revision from the event log, then live changes;
     /// [`StoreError::Gone`] when the log no longer reaches back that far.
     async fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStream, StoreError>;
+
+    /// Watches as [`Store::watch`] does, narrowed to one object and with
+    /// progress when `request` asks. A resume of one object after `since`
+    /// is [`StoreError::Gone`] only when the object changed after `since`
+    /// and the log was compacted past `since` (or the object no longer
+    /// exists and the log was compacted past `since`): an object that did
+    /// not change since resumes with nothing to replay, however far the log
+    /// moved on.
+    async fn watch_with(&self, request: WatchRequest) -> Result<WatchStream, StoreError>;
 
     /// Replaces a tenant's projected resources after a provisioning run.
     async fn set_projection(&self, tenant: String, items: Vec<Projected>) -> Result<(), StoreError>;

@@ -10,8 +10,10 @@
 //! writes again, so a write costs what it touches, never what its tenant
 //! holds. A write that fails leaves nothing behind; the others go on. The
 //! batch then writes the rows in a few multi-row statements, takes its
-//! revisions from the counter row, logs the events, appends the audit
-//! records queued with it and commits: one commit, and one flush of the
+//! revisions from the counter row, logs the events (each with the revision
+//! of its object's change before it), stamps each changed row with the
+//! revision of its last change, appends the audit records queued with it
+//! and commits: one commit, and one flush of the
 //! database's log, for every write in it. Should the batch's statements
 //! fail, each write runs again alone, so that one write's failure (a tenant
 //! created meanwhile by another replica) is reported to that write only.
@@ -22,12 +24,12 @@
 //! `r + 1` before `r`. A fenced write (one that carries a [`Lease`]) is
 //! checked, in the same transaction, against the lease.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Weak};
 
 use chrono::Utc;
 use cms_model::Kind;
-use sea_orm::sea_query::OnConflict;
+use sea_orm::sea_query::{CaseStatement, Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, DatabaseTransaction, DbErr, EntityTrait,
     QueryFilter, SqlErr, TransactionTrait,
@@ -327,7 +329,7 @@ impl SqlStore {
         let failures = failures.into_iter().zip(fenced).map(|(failure, lost)| lost.or(failure)).collect();
         write_rows(&txn, &base, rows).await?;
         write_side(&txn, side, &now).await?;
-        let events = self.log(&txn, changes).await?;
+        let events = self.log(&txn, changes, &base).await?;
         let ids = self.append_audit(&txn, &batch.records).await?;
         txn.commit().await?;
         metrics::histogram!(BATCH_SIZE).record(batch.len() as f64);
@@ -360,11 +362,15 @@ impl SqlStore {
         Ok(ids.into_iter().map(|id| id as u64).collect())
     }
 
-    /// Takes revisions for `changes` and appends them to the event log.
+    /// Takes revisions for `changes` and appends them to the event log,
+    /// each with the revision of its object's change before it: an earlier
+    /// one of the batch, else the one stamped on the row the batch read
+    /// (unknown for a create).
     async fn log(
         &self,
         txn: &DatabaseTransaction,
         changes: Vec<(EventType, Arc<Object>)>,
+        base: &Base,
     ) -> Result<Vec<WatchEvent>, StoreError> {
         if changes.is_empty() {
             return Ok(Vec::new());
@@ -376,20 +382,69 @@ impl SqlStore {
             .zip(changes)
             .map(|(revision, (event_type, object))| WatchEvent { revision, event_type, object })
             .collect();
-        for chunk in events.chunks(CHUNK) {
-            let logged = chunk.iter().map(|event| event::ActiveModel {
+        let mut latest: HashMap<&Key, i64> = HashMap::new();
+        let previous: Vec<Option<i64>> = events
+            .iter()
+            .map(|event| {
+                let key = &event.object.key;
+                let before = match latest.get(key) {
+                    Some(revision) => Some(*revision),
+                    None if event.event_type == EventType::Added => None,
+                    None => base.get(key).map(|row| row.revision),
+                };
+                latest.insert(key, event.revision as i64);
+                before
+            })
+            .collect();
+        for (chunk, previous) in events.chunks(CHUNK).zip(previous.chunks(CHUNK)) {
+            let logged = chunk.iter().zip(previous).map(|(event, previous)| event::ActiveModel {
                 revision: Set(event.revision as i64),
                 kind: Set(event.object.key.kind.as_str().to_string()),
                 tenant: Set(event.object.key.tenant.clone()),
                 name: Set(event.object.key.name.clone()),
                 event_type: Set(event.event_type.as_str().to_string()),
                 object: Set(String::from_utf8_lossy(&event.object.json).into_owned()),
+                previous: Set(*previous),
             });
             event::Entity::insert_many(logged).exec_without_returning(txn).await?;
         }
+        stamp_rows(txn, &events).await?;
         self.compact(txn, last).await?;
         Ok(events)
     }
+}
+
+/// Records on each row the batch changed the revision of its last change:
+/// one `UPDATE ... SET revision = CASE ...` per chunk. The rows are this
+/// transaction's own, so this waits on no other.
+async fn stamp_rows(txn: &DatabaseTransaction, events: &[WatchEvent]) -> Result<(), StoreError> {
+    let mut last: BTreeMap<&Key, u64> = BTreeMap::new();
+    for event in events {
+        match event.event_type {
+            EventType::Deleted => last.remove(&event.object.key),
+            EventType::Added | EventType::Modified => last.insert(&event.object.key, event.revision),
+        };
+    }
+    let stamps: Vec<(&Key, u64)> = last.into_iter().collect();
+    for chunk in stamps.chunks(CHUNK) {
+        let mut revisions = CaseStatement::new();
+        let mut rows = Condition::any();
+        for (key, revision) in chunk {
+            let row = Condition::all()
+                .add(object::Column::Kind.eq(key.kind.as_str()))
+                .add(object::Column::Tenant.eq(key.tenant.as_str()))
+                .add(object::Column::Name.eq(key.name.as_str()));
+            revisions = revisions.case(row.clone(), Expr::val(*revision as i64));
+            rows = rows.add(row);
+        }
+        let revisions = revisions.finally(Expr::col(object::Column::Revision));
+        object::Entity::update_many()
+            .col_expr(object::Column::Revision, revisions.into())
+            .filter(rows)
+            .exec(txn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Writes the rows a batch changed: new rows with plain inserts (a row

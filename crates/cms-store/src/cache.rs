@@ -4,12 +4,17 @@
 //! Events apply strictly one revision after another: an event past the next
 //! revision is a gap, which the caller fills by reading the event log (or,
 //! when the log was compacted past the cache, by reloading every object).
+//! Each object is kept with the revision of its last change, which tells a
+//! watch of that one object whether it changed after a resume point, and
+//! with its labels, read from its JSON once as it enters the cache, so a
+//! list by label selector filters without parsing anything.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use cms_model::{Kind, Page};
+use cms_model::{Kind, LabelSelector, Page};
+use serde::Deserialize;
 use tokio::sync::broadcast;
 
 use crate::api::{EventType, Key, Listing, Object, WatchEvent};
@@ -29,6 +34,14 @@ pub(crate) enum Broadcast {
     Reset,
 }
 
+/// A receiver of the events after `revision`, and the revision of the last
+/// change of the object asked about, if it exists.
+pub(crate) struct Subscription {
+    pub(crate) revision: u64,
+    pub(crate) receiver: broadcast::Receiver<Broadcast>,
+    pub(crate) changed: Option<u64>,
+}
+
 /// Events that do not follow the cache's revision: the log must be read
 /// from `after` first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +50,32 @@ pub(crate) struct Gap {
     pub(crate) found: u64,
 }
 
+/// An object and the store-wide revision of its last change.
+struct Entry {
+    object: Arc<Object>,
+    changed: u64,
+    /// The object's `metadata.labels`.
+    labels: BTreeMap<String, String>,
+}
+
+/// The labels of an object's JSON, `metadata.labels`; none when the JSON
+/// has none (or is not an object, which the store never writes).
+fn labels_of(json: &[u8]) -> BTreeMap<String, String> {
+    #[derive(Deserialize)]
+    struct Labelled {
+        metadata: Metadata,
+    }
+    #[derive(Deserialize)]
+    struct Metadata {
+        #[serde(default)]
+        labels: BTreeMap<String, String>,
+    }
+    serde_json::from_slice::<Labelled>(json).map(|labelled| labelled.metadata.labels).unwrap_or_default()
+}
+
 #[derive(Default)]
 struct Inner {
-    objects: BTreeMap<Key, Arc<Object>>,
+    objects: BTreeMap<Key, Entry>,
     /// How many objects each `(kind, tenant)` holds, and each kind in all.
     scoped: HashMap<(Kind, String), u64>,
     by_kind: HashMap<Kind, u64>,
@@ -48,19 +84,20 @@ struct Inner {
 }
 
 impl Cache {
-    /// A cache holding `objects` as of `revision`. Watchers more than
-    /// `buffer` events behind are cut off.
-    pub(crate) fn new(objects: Vec<Object>, revision: u64, buffer: usize) -> Cache {
+    /// A cache holding `objects`, each with the revision of its last
+    /// change, as of `revision`. Watchers more than `buffer` events behind
+    /// are cut off.
+    pub(crate) fn new(objects: Vec<(Object, u64)>, revision: u64, buffer: usize) -> Cache {
         let mut inner = Inner { revision, ..Inner::default() };
-        for object in objects {
-            inner.insert(Arc::new(object));
+        for (object, changed) in objects {
+            inner.insert(Arc::new(object), changed);
         }
         let (events, _) = broadcast::channel(buffer.max(1));
         Cache { inner: RwLock::new(inner), events }
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Object>> {
-        self.read().objects.get(key).cloned()
+        self.read().objects.get(key).map(|entry| entry.object.clone())
     }
 
     pub(crate) fn revision(&self) -> u64 {
@@ -74,6 +111,31 @@ impl Cache {
         Listing { items, total }
     }
 
+    /// Like [`Cache::list`], of the objects whose labels `selector`
+    /// matches: `total` counts the matches and `page` slices them, in one
+    /// pass under the read lock.
+    pub(crate) fn select(
+        &self,
+        kind: Kind,
+        tenant: Option<&str>,
+        selector: &LabelSelector,
+        page: Page,
+    ) -> Listing {
+        if selector.is_empty() {
+            return self.list(kind, tenant, page);
+        }
+        let inner = self.read();
+        let mut total: usize = 0;
+        let mut items = Vec::new();
+        for entry in inner.entries(kind, tenant).filter(|entry| selector.matches(&entry.labels)) {
+            if total >= page.offset && items.len() < page.limit {
+                items.push(entry.object.clone());
+            }
+            total += 1;
+        }
+        Listing { items, total: total as u64 }
+    }
+
     /// Every object of `kind` (in `tenant` when given), sorted by tenant,
     /// then name.
     pub(crate) fn all(&self, kind: Kind, tenant: Option<&str>) -> Vec<Arc<Object>> {
@@ -84,18 +146,29 @@ impl Cache {
         objects
     }
 
-    /// Every object of `kind`, the revision they are current at, and a
-    /// receiver of every later event: nothing is missed or seen twice.
-    pub(crate) fn snapshot(&self, kind: Kind) -> (Vec<Arc<Object>>, u64, broadcast::Receiver<Broadcast>) {
+    /// Every object of `kind` (only the object of `only`, if it exists,
+    /// when given), the revision they are current at, and a receiver of
+    /// every later event: nothing is missed or seen twice.
+    pub(crate) fn snapshot(
+        &self,
+        kind: Kind,
+        only: Option<&Key>,
+    ) -> (Vec<Arc<Object>>, u64, broadcast::Receiver<Broadcast>) {
         let inner = self.read();
-        let objects = inner.range(kind, None).cloned().collect();
+        let objects = match only {
+            Some(key) => inner.objects.get(key).map(|entry| entry.object.clone()).into_iter().collect(),
+            None => inner.range(kind, None).cloned().collect(),
+        };
         (objects, inner.revision, self.events.subscribe())
     }
 
-    /// A receiver of every event after the returned revision.
-    pub(crate) fn subscribe(&self) -> (u64, broadcast::Receiver<Broadcast>) {
+    /// A receiver of every event after the returned revision, and, when
+    /// `only` is given and exists, the revision of its last change up to
+    /// that revision.
+    pub(crate) fn subscribe(&self, only: Option<&Key>) -> Subscription {
         let inner = self.read();
-        (inner.revision, self.events.subscribe())
+        let changed = only.and_then(|key| inner.objects.get(key)).map(|entry| entry.changed);
+        Subscription { revision: inner.revision, receiver: self.events.subscribe(), changed }
     }
 
     /// Applies events newer than the cache, in revision order, and publishes
@@ -114,7 +187,7 @@ impl Cache {
             inner.revision = event.revision;
             match event.event_type {
                 EventType::Deleted => inner.remove(&event.object.key),
-                EventType::Added | EventType::Modified => inner.insert(event.object.clone()),
+                EventType::Added | EventType::Modified => inner.insert(event.object.clone(), event.revision),
             }
             // Nobody listening is not an error.
             let _ = self.events.send(Broadcast::Event(Arc::new(event)));
@@ -124,14 +197,14 @@ impl Cache {
 
     /// Replaces every object with a fresh load at `revision`, unless the
     /// cache is already there, and cuts off every watcher.
-    pub(crate) fn replace(&self, objects: Vec<Object>, revision: u64) {
+    pub(crate) fn replace(&self, objects: Vec<(Object, u64)>, revision: u64) {
         let mut inner = self.write();
         if revision <= inner.revision {
             return;
         }
         let mut fresh = Inner { revision, ..Inner::default() };
-        for object in objects {
-            fresh.insert(Arc::new(object));
+        for (object, changed) in objects {
+            fresh.insert(Arc::new(object), changed);
         }
         *inner = fresh;
         let _ = self.events.send(Broadcast::Reset);
@@ -147,9 +220,13 @@ impl Cache {
 }
 
 impl Inner {
-    fn insert(&mut self, object: Arc<Object>) {
+    fn insert(&mut self, object: Arc<Object>, changed: u64) {
         let key = object.key.clone();
-        if self.objects.insert(key.clone(), object).is_none() {
+        if self
+            .objects
+            .insert(key.clone(), Entry { labels: labels_of(&object.json), object, changed })
+            .is_none()
+        {
             *self.scoped.entry((key.kind, key.tenant)).or_default() += 1;
             *self.by_kind.entry(key.kind).or_default() += 1;
         }
@@ -179,9 +256,17 @@ impl Inner {
         kind: Kind,
         tenant: Option<&'a str>,
     ) -> impl Iterator<Item = &'a Arc<Object>> + 'a {
+        self.entries(kind, tenant).map(|entry| &entry.object)
+    }
+
+    /// The entries of `kind` (in `tenant` when given), sorted by tenant, then name.
+    fn entries<'a>(&'a self, kind: Kind, tenant: Option<&'a str>) -> impl Iterator<Item = &'a Entry> + 'a {
         let start = Key { kind, tenant: tenant.unwrap_or_default().to_string(), name: String::new() };
-        self.objects.range((Bound::Included(start), Bound::Unbounded)).map(|(_, object)| object).take_while(
-            move |object| object.key.kind == kind && tenant.is_none_or(|tenant| object.key.tenant == tenant),
+        self.objects.range((Bound::Included(start), Bound::Unbounded)).map(|(_, entry)| entry).take_while(
+            move |entry| {
+                let key = &entry.object.key;
+                key.kind == kind && tenant.is_none_or(|tenant| key.tenant == tenant)
+            },
         )
     }
 }
@@ -202,6 +287,11 @@ mod tests {
         }
     }
 
+    /// An object as loaded, last changed at revision 1.
+    fn loaded(kind: Kind, tenant: &str, name: &str) -> (Object, u64) {
+        (object(kind, tenant, name), 1)
+    }
+
     fn event(revision: u64, event_type: EventType, object: Object) -> WatchEvent {
         WatchEvent { revision, event_type, object: Arc::new(object) }
     }
@@ -210,10 +300,10 @@ mod tests {
     fn lists_are_scoped_sorted_and_counted() {
         let cache = Cache::new(
             vec![
-                object(Kind::Machine, "b", "m1"),
-                object(Kind::Machine, "a", "m2"),
-                object(Kind::Machine, "a", "m1"),
-                object(Kind::NodeGroup, "a", "g"),
+                loaded(Kind::Machine, "b", "m1"),
+                loaded(Kind::Machine, "a", "m2"),
+                loaded(Kind::Machine, "a", "m1"),
+                loaded(Kind::NodeGroup, "a", "g"),
             ],
             0,
             8,
@@ -248,7 +338,7 @@ mod tests {
     #[tokio::test]
     async fn apply_skips_old_events_and_publishes_new_ones() {
         let cache = Cache::new(vec![], 0, 8);
-        let (revision, mut receiver) = cache.subscribe();
+        let Subscription { revision, mut receiver, .. } = cache.subscribe(None);
         assert_eq!(revision, 0);
         assert_eq!(cache.apply(vec![event(1, EventType::Added, object(Kind::Tenant, "", "t"))]), Ok(1));
         let applied = cache.apply(vec![
@@ -266,7 +356,7 @@ mod tests {
     #[tokio::test]
     async fn a_gap_stops_apply_and_nothing_past_it_is_published() {
         let cache = Cache::new(vec![], 0, 8);
-        let (_, mut receiver) = cache.subscribe();
+        let mut receiver = cache.subscribe(None).receiver;
         let applied = cache.apply(vec![
             event(1, EventType::Added, object(Kind::Tenant, "", "a")),
             event(3, EventType::Added, object(Kind::Tenant, "", "c")),
@@ -280,14 +370,76 @@ mod tests {
 
     #[tokio::test]
     async fn replace_reloads_and_cuts_off_watchers() {
-        let cache = Cache::new(vec![object(Kind::Tenant, "", "old")], 4, 8);
-        let (_, mut receiver) = cache.subscribe();
-        cache.replace(vec![object(Kind::Tenant, "", "new")], 9);
+        let cache = Cache::new(vec![loaded(Kind::Tenant, "", "old")], 4, 8);
+        let mut receiver = cache.subscribe(None).receiver;
+        cache.replace(vec![loaded(Kind::Tenant, "", "new")], 9);
         assert_eq!(cache.revision(), 9);
         assert!(cache.get(&Key::tenant("old")).is_none());
         assert_eq!(cache.list(Kind::Tenant, None, Page::default()).total, 1);
         assert!(matches!(receiver.recv().await.unwrap(), Broadcast::Reset));
         cache.replace(vec![], 8);
         assert_eq!(cache.revision(), 9, "an older load changes nothing");
+    }
+
+    #[test]
+    fn each_object_keeps_the_revision_of_its_last_change() {
+        let quiet = Key::tenant("quiet");
+        let busy = Key::tenant("busy");
+        let cache = Cache::new(vec![(object(Kind::Tenant, "", "quiet"), 3)], 5, 8);
+        assert_eq!(cache.subscribe(Some(&quiet)).changed, Some(3), "as loaded");
+        cache
+            .apply(vec![
+                event(6, EventType::Added, object(Kind::Tenant, "", "busy")),
+                event(7, EventType::Modified, object(Kind::Tenant, "", "busy")),
+            ])
+            .unwrap();
+        let subscription = cache.subscribe(Some(&busy));
+        assert_eq!((subscription.revision, subscription.changed), (7, Some(7)));
+        assert_eq!(cache.subscribe(Some(&quiet)).changed, Some(3), "others' changes leave it");
+        cache.apply(vec![event(8, EventType::Deleted, object(Kind::Tenant, "", "busy"))]).unwrap();
+        assert_eq!(cache.subscribe(Some(&busy)).changed, None, "a deleted object has none");
+        let (objects, revision, _) = cache.snapshot(Kind::Tenant, Some(&quiet));
+        assert_eq!((objects.len(), revision), (1, 8));
+        assert!(cache.snapshot(Kind::Tenant, Some(&busy)).0.is_empty());
+    }
+
+    fn labelled(name: &str, labels: &str) -> Object {
+        let json =
+            format!(r#"{{"metadata":{{"name":"{name}","labels":{labels}}},"spec":{{}},"status":{{}}}}"#);
+        Object { json: Bytes::from(json), ..object(Kind::Tenant, "", name) }
+    }
+
+    #[test]
+    fn selections_count_and_page_the_matches_and_follow_label_changes() {
+        let cache = Cache::new(
+            vec![
+                (labelled("a", r#"{"team":"x"}"#), 1),
+                (labelled("b", r#"{"team":"y"}"#), 1),
+                (labelled("c", r#"{"team":"x","env":"prod"}"#), 1),
+                (labelled("d", "{}"), 1),
+                (labelled("e", r#"{"team":"x"}"#), 1),
+            ],
+            1,
+            8,
+        );
+        let select = |text: &str, limit: usize, offset: usize| {
+            let selector = LabelSelector::parse(text).unwrap();
+            let listing = cache.select(Kind::Tenant, None, &selector, Page { limit, offset });
+            let names: Vec<String> = listing.items.iter().map(|o| o.key.name.clone()).collect();
+            (names, listing.total)
+        };
+        assert_eq!(select("team=x", 100, 0), (vec!["a".into(), "c".into(), "e".into()], 3));
+        assert_eq!(select("team=x", 1, 1), (vec!["c".into()], 3), "paged over the matches");
+        assert_eq!(select("team=x", 5, 3), (vec![], 3));
+        assert_eq!(select("team=x,env!=prod", 100, 0), (vec!["a".into(), "e".into()], 2));
+        assert_eq!(select("!team", 100, 0), (vec!["d".into()], 1));
+        assert_eq!(select("", 2, 1), (vec!["b".into(), "c".into()], 5), "empty matches everything");
+        assert_eq!(
+            cache.select(Kind::Machine, None, &LabelSelector::parse("team").unwrap(), Page::default()).total,
+            0
+        );
+        cache.apply(vec![event(2, EventType::Modified, labelled("b", r#"{"team":"x"}"#))]).unwrap();
+        cache.apply(vec![event(3, EventType::Deleted, labelled("a", "{}"))]).unwrap();
+        assert_eq!(select("team=x", 100, 0), (vec!["b".into(), "c".into(), "e".into()], 3));
     }
 }

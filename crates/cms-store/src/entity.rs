@@ -30,6 +30,9 @@ pub(crate) mod object {
         pub spec: String,
         /// JSON.
         pub status: String,
+        /// The store-wide revision of the row's last change: set by the
+        /// batch that logs the change, after the row is written.
+        pub revision: i64,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -54,6 +57,9 @@ pub(crate) mod event {
         pub event_type: String,
         /// The object after the change (before it, for a deletion).
         pub object: String,
+        /// The revision of the object's change before this one; `None` when
+        /// unknown, as for a create.
+        pub previous: Option<i64>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -246,6 +252,29 @@ pub(crate) mod audit {
         pub status: i32,
         pub outcome: String,
         pub request_id: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+/// Grants: a role on a set of tenants for users, groups and workloads.
+#[allow(unreachable_pub)]
+pub(crate) mod grant {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "grants")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub name: String,
+        /// JSON: the grant's spec.
+        pub spec: String,
+        pub resource_version: i64,
+        pub created_at: String,
+        pub updated_at: String,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use cms_model::{Kind, Page, Projected};
+use cms_model::{Kind, LabelSelector, Page, Projected};
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, LockType, OnConflict, Query};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
@@ -23,7 +23,7 @@ use sea_orm::{
 };
 use serde_json::Value;
 
-use crate::api::{Deleted, Draft, Key, Listing, Object, Store, WatchStream};
+use crate::api::{Deleted, Draft, Key, Listing, Object, Store, WatchRequest, WatchStream};
 use crate::dialect::now_millis;
 use crate::entity::lease;
 use crate::error::StoreError;
@@ -208,6 +208,10 @@ impl Store for Fenced {
         self.store.list(kind, tenant, page)
     }
 
+    fn select(&self, kind: Kind, tenant: Option<String>, selector: &LabelSelector, page: Page) -> Listing {
+        self.store.select(kind, tenant, selector, page)
+    }
+
     fn all(&self, kind: Kind, tenant: Option<String>) -> Vec<Arc<Object>> {
         self.store.all(kind, tenant)
     }
@@ -239,6 +243,10 @@ impl Store for Fenced {
 
     async fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStream, StoreError> {
         self.store.watch(kind, since).await
+    }
+
+    async fn watch_with(&self, request: WatchRequest) -> Result<WatchStream, StoreError> {
+        self.store.watch_with(request).await
     }
 
     async fn set_projection(&self, tenant: String, items: Vec<Projected>) -> Result<(), StoreError> {

@@ -23,13 +23,20 @@
 //! take the revisions, log the events, append the audit records queued with
 //! them, commit once; [`BATCH_SIZE`] is the histogram of entries per commit). `cache.rs`: the read cache and the
 //! broadcast, applied strictly in revision order. `watch.rs`: bursts, replays
-//! a page of the log at a time, 410 past compaction, catch-up with the log.
+//! a page of the log at a time, 410 past compaction, catch-up with the log
+//! (a replica that lagged past the log reloads and cuts its watchers off);
+//! watches of one object ([`WatchRequest`]), which resume by the revision of
+//! each object's last change (on its row and in the cache) and of each
+//! logged change's predecessor, and progress past what a watch leaves out.
 //! `listener.rs`: on PostgreSQL, `LISTEN cms_events` and a poll. `lease.rs`:
 //! [`Leases`] and fenced stores. `dialect.rs`: the statements that differ by
 //! backend. `render.rs`: rows to API JSON, once per write. `migration.rs`: the
 //! schema. `sql.rs`: [`SqlStore`] and [`StoreOptions`]. `projection.rs`,
 //! `secrets.rs`, `accounts*.rs`, `audit*.rs`: projected state, sealed secrets
-//! (never cached, logged or watched), accounts and the audit log.
+//! (never cached, logged or watched), accounts (users, tokens, grants) and the audit log.
+//! `sealed.rs`: [`Sealed`], the sealed secrets and settings a page at a
+//! time, each swapped only if it still holds the bytes read, for re-sealing
+//! under another key.
 //! `schemas.rs`: [`SqlStore::rename_schema`], for the provisioning tool's
 //! schemas on PostgreSQL.
 //! `backup.rs`: [`backup_sqlite`] and [`restore_sqlite`], the embedded
@@ -40,6 +47,7 @@
 //! suite run on every backend (`conformance_suite!`).
 
 mod accounts;
+mod accounts_grants;
 mod accounts_sql;
 mod api;
 mod audit;
@@ -77,11 +85,12 @@ pub use cms_pgtest as pgtest;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub use accounts::MockAccounts;
-pub use accounts::{Accounts, TokenRecord, UserChange, UserRecord};
+pub use accounts::{Accounts, GrantRecord, TokenRecord, UserChange, UserRecord};
 #[cfg(any(test, feature = "testsuite"))]
 pub use api::MockStore;
 pub use api::{
-    Deleted, Draft, EventType, Key, Listing, Object, Store, WatchError, WatchEvent, WatchItem, WatchStream,
+    Deleted, Draft, EventType, Key, Listing, Object, Store, WatchError, WatchEvent, WatchItem, WatchRequest,
+    WatchStream,
 };
 #[cfg(any(test, feature = "testsuite"))]
 pub use audit::MockAudit;

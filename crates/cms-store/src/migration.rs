@@ -4,6 +4,9 @@
 
 use sea_orm_migration::prelude::*;
 
+mod change_revisions;
+mod grants;
+
 pub(crate) struct Migrator;
 
 impl MigratorTrait for Migrator {
@@ -15,6 +18,8 @@ impl MigratorTrait for Migrator {
             Box::new(CreateLeases),
             Box::new(CreateAudit),
             Box::new(AddAuditIdentity),
+            Box::new(change_revisions::AddChangeRevisions),
+            Box::new(grants::CreateGrants),
         ]
     }
 }

@@ -34,6 +34,8 @@ pub(crate) fn new_row(
         annotations: map_text(annotations),
         spec: spec.to_string(),
         status: status.to_string(),
+        // Stamped once the write's revision is taken.
+        revision: 0,
     }
 }
 

@@ -6,12 +6,12 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cms_model::{Kind, Page, Projected};
+use cms_model::{Kind, LabelSelector, Page, Projected};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait, QueryOrder};
 use serde_json::Value;
 
-use crate::api::{Deleted, Draft, Key, Listing, Object, Store, WatchStream};
+use crate::api::{Deleted, Draft, Key, Listing, Object, Store, WatchRequest, WatchStream};
 use crate::cache::Cache;
 use crate::dialect;
 use crate::entity::{counter, object};
@@ -188,8 +188,9 @@ fn connect_options(options: &StoreOptions, postgres: bool) -> ConnectOptions {
     connect
 }
 
-/// Reads every object and the current revision, from one snapshot.
-pub(crate) async fn load(db: &DatabaseConnection) -> Result<(Vec<Object>, u64), StoreError> {
+/// Reads every object, with the revision of its last change, and the
+/// current revision, from one snapshot.
+pub(crate) async fn load(db: &DatabaseConnection) -> Result<(Vec<(Object, u64)>, u64), StoreError> {
     let txn = dialect::begin_snapshot(db).await?;
     let revision = crate::commit::counter(&txn, counter::REVISION).await?;
     let rows = object::Entity::find()
@@ -207,9 +208,10 @@ pub(crate) async fn load(db: &DatabaseConnection) -> Result<(Vec<Object>, u64), 
         .iter()
         .map(|row| {
             let own = if row.kind == Kind::Tenant.as_str() { groups.get(row.name.as_str()) } else { None };
-            render(row, own.map(Vec::as_slice).unwrap_or_default())
+            let object = render(row, own.map(Vec::as_slice).unwrap_or_default())?;
+            Ok((object, row.revision as u64))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, StoreError>>()?;
     Ok((objects, revision))
 }
 
@@ -221,6 +223,10 @@ impl Store for SqlStore {
 
     fn list(&self, kind: Kind, tenant: Option<String>, page: Page) -> Listing {
         self.cache.list(kind, tenant.as_deref(), page)
+    }
+
+    fn select(&self, kind: Kind, tenant: Option<String>, selector: &LabelSelector, page: Page) -> Listing {
+        self.cache.select(kind, tenant.as_deref(), selector, page)
     }
 
     fn all(&self, kind: Kind, tenant: Option<String>) -> Vec<Arc<Object>> {
@@ -258,7 +264,11 @@ impl Store for SqlStore {
     }
 
     async fn watch(&self, kind: Kind, since: Option<u64>) -> Result<WatchStream, StoreError> {
-        self.open_watch(kind, since).await
+        self.open_watch(WatchRequest::kind(kind).since(since)).await
+    }
+
+    async fn watch_with(&self, request: WatchRequest) -> Result<WatchStream, StoreError> {
+        self.open_watch(request).await
     }
 
     #[tracing::instrument(name = "store.set_projection", skip_all, fields(tenant = %tenant))]

@@ -14,6 +14,9 @@
 //!   the documents and the node API credentials.
 //! - [`Rekeyer`]: online rotation of the sealing key: every replica follows
 //!   the active key the store names, and one re-seals the stored blobs.
+//! - `control_plane.rs`: the tenant's control-plane endpoint, set in its
+//!   spec, made by the service ([`MADE_ENDPOINT_ANNOTATION`]) or derived
+//!   from its first control plane's address.
 //! - [`login_signing_key`] (`login_key.rs`): the login signing key, kept
 //!   sealed in the store's settings; one an older version kept in the clear
 //!   is replaced by a new one on start.

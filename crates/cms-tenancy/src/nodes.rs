@@ -59,6 +59,34 @@ pub enum NodeError {
     Apply { first_way: &'static str, first: Box<NodeError>, second_way: &'static str, second: Box<NodeError> },
 }
 
+impl NodeError {
+    /// Whether the node could not be reached at all (no connection, no
+    /// answer in time); a host with no config yet, asked both ways, was
+    /// reached neither way.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            NodeError::Api(err) => err.is_unreachable(),
+            NodeError::Apply { first, second, .. } => first.is_unreachable() && second.is_unreachable(),
+            _ => false,
+        }
+    }
+
+    /// The error on one line, with a failed connection's cause
+    /// (`could not connect to 10.0.0.1:50000: connection refused`) and of
+    /// a node's answer only the first line; a host reached neither way
+    /// says so once.
+    pub fn summary(&self) -> String {
+        match self {
+            NodeError::Api(err) => err.summary(),
+            NodeError::Apply { second, .. } if self.is_unreachable() => second.summary(),
+            NodeError::Apply { first_way, first, second_way, second } => {
+                format!("{first_way}: {}; {second_way}: {}", first.summary(), second.summary())
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 impl From<NodeApiError> for NodeError {
     /// A failed call; a node whose certificate fails the tenant's OS CA is
     /// [`NodeError::Untrusted`].

@@ -1,5 +1,7 @@
 //! [`Tofu`]: a tenant's workspace under the data directory, and the runs
 //! on it (`init`, `apply`, `show`, `destroy`), one at a time per tenant.
+//! `init` runs again whenever the lock file lacks a provider of the
+//! workspace: a provider added to a tenant.
 
 use std::collections::HashMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -7,7 +7,8 @@
 //! `destroy`) with a timeout that stops its whole process group, one run at a
 //! time per tenant. Cloud credentials come from the service's environment
 //! only and are redacted from whatever the tool prints; so are the
-//! machines' user data, which reach the tool in its environment only.
+//! machines' user data, which reach the tool in its environment only, and
+//! any PEM block or its base64.
 //!
 //! Where things are: `process.rs`, the one place a process is spawned (a
 //! process group per run, SIGTERM then SIGKILL at the timeout); `workspace.rs`
@@ -18,7 +19,9 @@
 //! hash of an apply; `credentials.rs`, `OCI_CLI_*` and `OS_*` from the
 //! environment, fingerprinted and redacted; `user_data.rs`, cloud user data
 //! as one sensitive variable per node group set through `TF_VAR_*`; `encryption.rs`, OpenTofu's state
-//! encryption block; `state.rs`, `show -json` to projected resources. `Runner`
+//! encryption block; `state.rs`, `show -json` to projected resources;
+//! `readback.rs`, what is read back from the state after an apply (the
+//! made endpoint's address, instances their group no longer asks for). `Runner`
 //! is the IO seam, with a mock. Details: `docs/provisioning.md`.
 
 mod credentials;

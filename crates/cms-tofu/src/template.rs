@@ -5,7 +5,8 @@
 //! service can). Every block the providers build is therefore a [`Block`]:
 //! its plain part holds user strings and fixed text only, and [`Block::render`]
 //! escapes every string and key of it ([`escape`]); the few expressions the
-//! service writes itself are [`Expression`]s, set into the rendered block
+//! service writes itself are [`Expression`]s, built from fixed text and
+//! names that are DNS labels, set into the rendered block
 //! afterwards, so a provider cannot put a user string where a template is
 //! read without escaping it.
 

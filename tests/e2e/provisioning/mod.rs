@@ -4,7 +4,8 @@
 //! faults (a gate that holds runs, failures, hangs, garbage output);
 //! `user_data.rs` holds tenants on `oci` and `openstack`, whose machine
 //! configs must reach no file; `injection.rs`, node groups whose strings
-//! would be templates in the tool's configuration.
+//! would be templates in the tool's configuration; `unreachable.rs`, a
+//! tenant whose hosts cannot be reached, in its status and the console.
 
 mod bootstrap;
 pub(crate) mod clouds;
@@ -14,6 +15,7 @@ mod encryption;
 mod faults;
 mod injection;
 mod lifecycle;
+mod unreachable;
 mod user_data;
 
 use std::os::unix::fs::PermissionsExt;
@@ -234,7 +236,9 @@ pub(crate) async fn converged(api: &Api, name: &str) -> Value {
 }
 
 /// Waits until the tenant's infrastructure is applied at its current
-/// generation (`active`, `Provisioned`), whether or not its hosts answer.
+/// generation (`Provisioned`), whether or not its hosts answer: `active`
+/// once it was ready, `provisioning` while it never was (hosts that never
+/// answered).
 pub(crate) async fn provisioned(api: &Api, name: &str) -> Value {
     wait_for(api, name, false).await
 }
@@ -247,7 +251,11 @@ async fn wait_for(api: &Api, name: &str, ready: bool) -> Value {
         let provisioned = status["conditions"]
             .as_array()
             .is_some_and(|all| all.iter().any(|c| c["type"] == "Provisioned" && c["status"] == "True"));
-        let done = status["phase"] == "active"
+        let phase_done = match ready {
+            true => status["phase"] == "active",
+            false => status["phase"] == "active" || status["phase"] == "provisioning",
+        };
+        let done = phase_done
             && provisioned
             && (!ready || status["ready"] == true)
             && status["observedGeneration"] == tenant["metadata"]["generation"];

@@ -51,6 +51,7 @@ pub(super) const EDGES: &[(&str, &str, &str)] = &[
     ("cms-console", "cms-talos", "failures of Talos interop get the statuses the API gives them"),
     ("cms-console", "cms-tenancy", "every change goes through tenancy, as the API's handlers do"),
     ("cms-console", "cms-prober", "the tenant page shows the last health probe and probes on request"),
+    ("cms-console", "cms-backup", "the backup pages take, list, download, restore and delete backups"),
     ("cms-service", "cms-backup", "the backup routes take, list, download and restore etcd backups"),
     ("cms-service", "cms-console", "the HTTP server mounts the web console beside the API"),
     ("cms-service", "cms-model", "the API speaks the model's wire types and validates by its rules"),

@@ -42,6 +42,33 @@ fn the_guide_documents_every_setting() {
     assert!(variables.len() >= 25 && variables.contains("CMS_RECONCILE_CONCURRENCY"), "{variables:?}");
 }
 
+#[test]
+fn words_are_counted_as_wc_counts_them() {
+    assert_eq!(word_count(""), 0);
+    assert_eq!(word_count("  \n\t "), 0);
+    assert_eq!(word_count("one  two\tthree\nfour\r\nfive"), 5);
+    assert_eq!(word_count("**`cms-model`**: the kinds (`tenant.rs`) -> cms-store"), 6);
+    assert_eq!(word_count("a\u{a0}b c"), 3);
+}
+
+#[test]
+fn an_architecture_page_of_2000_words_or_more_is_refused() {
+    let page = |words: usize| vec!["word"; words].join(" ");
+    assert_eq!(architecture_words_broken(&page(0)), None);
+    assert_eq!(architecture_words_broken(&page(MAX_ARCHITECTURE_WORDS - 1)), None);
+    for words in [MAX_ARCHITECTURE_WORDS, MAX_ARCHITECTURE_WORDS + 1, 3247] {
+        let broken = architecture_words_broken(&page(words)).expect("too long a page is refused");
+        assert!(broken.contains(&format!("ARCHITECTURE.md has {words} words")), "{broken}");
+    }
+}
+
+#[test]
+fn the_architecture_page_is_short() {
+    assert_eq!(architecture_is_short(&workspace_root()).unwrap(), Vec::<String>::new());
+    let words = word_count(&read(ARCHITECTURE));
+    assert!(words > 500, "ARCHITECTURE.md has only {words} words: is it still the map?");
+}
+
 /// A synthetic `cargo metadata` rooted at `/ws`: each package is a member
 /// with its dependencies as `(name, kind)`, where the kind is `normal`,
 /// `build`, `dev` or `optional`. Members live in `crates/<name>`, but for

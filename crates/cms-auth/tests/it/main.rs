@@ -39,7 +39,7 @@ async fn bootstrap_creates_one_admin_once() {
     let (token, _) =
         s.auth.login("admin", &generated, None).await.expect("login with the generated password");
     let caller = s.auth.authenticate(&token).await.expect("authenticate");
-    assert_eq!((caller.user.as_str(), caller.role), ("admin", UserRole::Admin));
+    assert_eq!((caller.user.as_str(), caller.role), ("admin", Some(UserRole::Admin)));
     let stored = s.store.user("admin".into()).await.unwrap().unwrap();
     assert!(!stored.password_hash.contains(generated.expose_secret()));
 }
@@ -185,3 +185,5 @@ async fn unknown_users_take_as_long_as_wrong_passwords() {
     let ratio = u / w;
     assert!((0.75..=1.33).contains(&ratio), "unknown {u:.3}s vs wrong {w:.3}s");
 }
+
+mod grants;

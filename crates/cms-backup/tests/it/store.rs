@@ -35,6 +35,8 @@ async fn objects_are_written_read_listed_and_deleted() {
     store.delete("acme/1.etcd").await.unwrap();
     store.delete("acme/1.etcd").await.unwrap();
     assert!(matches!(store.get("acme/1.etcd").await, Err(BackupError::NotFound(_))));
+    let location = dir.path().join("backups").join("acme").join("1.etcd");
+    assert_eq!(store.locate("acme/1.etcd"), location.display().to_string());
 }
 
 #[tokio::test]

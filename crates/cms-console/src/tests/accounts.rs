@@ -124,8 +124,9 @@ async fn a_viewer_sees_only_its_tokens_and_is_refused_the_admin_pages_and_forms(
         assert!(reply.body.contains("role view may not manage users"), "{path}: {}", reply.body);
     }
     let users = f.auth.accounts().users().await.expect("users");
-    let roles: Vec<(&str, UserRole)> = users.iter().map(|user| (user.name.as_str(), user.role)).collect();
-    assert_eq!(roles, [(ADMIN, UserRole::Admin), (VIEWER, UserRole::View)], "nothing changed");
+    let roles: Vec<(&str, Option<UserRole>)> =
+        users.iter().map(|user| (user.name.as_str(), user.role)).collect();
+    assert_eq!(roles, [(ADMIN, Some(UserRole::Admin)), (VIEWER, Some(UserRole::View))], "nothing changed");
 }
 
 #[tokio::test]
@@ -148,7 +149,7 @@ async fn forms_without_their_token_change_nothing() {
     }
     let users = f.auth.accounts().users().await.expect("users");
     assert_eq!(users.len(), 2);
-    assert!(users.iter().all(|user| user.name != "viewer" || user.role == UserRole::View));
+    assert!(users.iter().all(|user| user.name != "viewer" || user.role == Some(UserRole::View)));
     let tokens = f.auth.accounts().tokens(ADMIN.to_string()).await.expect("tokens");
     assert_eq!(tokens.iter().map(|token| token.id.as_str()).collect::<Vec<_>>(), [record.id.as_str()]);
 }
@@ -197,7 +198,7 @@ async fn creating_changing_and_deleting_users_shows_refusals_at_their_fields() {
     assert_eq!(created.status(), StatusCode::SEE_OTHER);
     assert_eq!(created.extensions().get::<CreatedName>(), Some(&CreatedName("alice".into())));
     let alice = f.auth.accounts().user("alice".into()).await.expect("read").expect("alice exists");
-    assert_eq!(alice.role, UserRole::Edit);
+    assert_eq!(alice.role, Some(UserRole::Edit));
     let again = f.submit("/users/new", &admin, &fields).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
     assert!(again.body.contains("<p class=\"field-error\" id=\"user-name-error\">"), "{}", again.body);
@@ -211,7 +212,7 @@ async fn creating_changing_and_deleting_users_shows_refusals_at_their_fields() {
     assert_eq!(stale.status, StatusCode::CONFLICT, "{}", stale.body);
     assert!(stale.body.contains("<p class=\"field-error\" id=\"role-alice-error\">"), "{}", stale.body);
     let alice = f.auth.accounts().user("alice".into()).await.expect("read").expect("alice exists");
-    assert_eq!(alice.role, UserRole::Admin);
+    assert_eq!(alice.role, Some(UserRole::Admin));
     assert_eq!(
         f.submit("/users/nobody/role", &admin, &[("role", "view")]).await.status,
         StatusCode::NOT_FOUND

@@ -7,6 +7,7 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::{ADMIN, Fixture, VIEWER, next_chunk};
+use crate::Body;
 
 /// The update a frame carries, and its id.
 fn update(frame: &str) -> (String, Value) {
@@ -103,4 +104,30 @@ async fn streams_are_bounded_per_user_and_freed_when_dropped() {
     assert_eq!(f.open("/events", &admin).await.status(), StatusCode::OK, "another user is not affected");
     streams.pop();
     assert_eq!(f.open("/events", &viewer).await.status(), StatusCode::OK, "a dropped stream frees its slot");
+}
+
+#[tokio::test]
+async fn updates_say_whether_the_page_s_label_selector_matches() {
+    let f = Fixture::new().await;
+    let viewer = f.sign_in(VIEWER).await;
+    let since = f.store.revision();
+    f.tenant("dev-a", json!({"team": "a", "env": "dev"}), "pending").await;
+    f.tenant("prod-a", json!({"team": "a", "env": "prod"}), "pending").await;
+    f.tenant("none", json!({}), "pending").await;
+    let selector = "team+in+%28a%2Cb%29%2Cenv%21%3Dprod";
+    let mut stream = f.open(&format!("/events?since={since}&label={selector}"), &viewer).await;
+    assert_eq!(stream.status(), StatusCode::OK);
+    for (name, selected) in [("dev-a", true), ("prod-a", false), ("none", false)] {
+        let (_, added) = update(&next_chunk(&mut stream).await);
+        assert_eq!((added["name"].as_str(), added["selected"].as_bool()), (Some(name), Some(selected)));
+    }
+    let mut plain = f.open(&format!("/events?since={since}"), &viewer).await;
+    let (_, added) = update(&next_chunk(&mut plain).await);
+    assert!(added.get("selected").is_none(), "without a selector, updates say nothing of it: {added}");
+
+    let mut refused = f.open("/events?label=%21x%3Da", &viewer).await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let Body::Full(body) = refused.body_mut() else { panic!("a whole answer") };
+    let message = String::from_utf8_lossy(body).into_owned();
+    assert!(message.contains("\"!x=a\" is not valid"), "{message}");
 }

@@ -5,8 +5,10 @@
 //! the same console mounted in the application.
 
 mod accounts;
+mod backups;
 mod editing;
 mod events;
+mod grants;
 mod machines;
 mod operations;
 mod pages;
@@ -155,7 +157,7 @@ impl Fixture {
         let (parts, body) = response.into_parts();
         let body = match body {
             Body::Full(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Body::Stream(_) => String::new(),
+            Body::Stream(_) | Body::Fallible(_) => String::new(),
         };
         Reply { status: parts.status, headers: parts.headers, body }
     }

@@ -29,7 +29,8 @@ async fn the_tenant_page_shows_spec_conditions_groups_and_machines() {
     for expected in [
         "<section id=\"tenant\" data-tenant=\"demo\" data-revision=\"",
         "<dd class=\"phase\" id=\"phase\" data-phase=\"provisioning\">provisioning</dd>",
-        "<dd class=\"ready\" id=\"ready\">no</dd>",
+        "<dd class=\"ready\" id=\"ready\" data-ready=\"no\">no</dd>",
+        "<dt id=\"message-label\">Why not ready</dt><dd class=\"message\" id=\"message\">no reason reported yet</dd>",
         "<dd class=\"kubernetes\">1.31.0</dd>",
         "<dd class=\"installer\">ghcr.io/siderolabs/installer:v",
         "<dd class=\"pod-network\">10.244.0.0/16</dd>",
@@ -51,6 +52,53 @@ async fn the_tenant_page_shows_spec_conditions_groups_and_machines() {
     let missing = f.get("/tenants/nothing", Some(&admin)).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert!(missing.body.contains("tenant &quot;nothing&quot; not found"), "{}", missing.body);
+}
+
+/// The headline comes first, says why a tenant is not ready, and is marked
+/// ready (the stylesheet's green) only when the tenant is.
+#[tokio::test]
+async fn the_headline_says_ready_or_why_not_before_anything_else() {
+    let f = Fixture::new().await;
+    f.tenant("down", json!({}), "active").await;
+    let blocker = "4 of 4 machines unreachable: cp-0: could not connect to 10.0.0.1:50000: connection refused \
+                   (and 3 more); check that the hosts are powered on and reachable from the service";
+    let status = json!({"phase": "active", "ready": false, "message": blocker});
+    f.store.update_status(Key::tenant("down"), status, None).await.expect("status written");
+    f.tenant("up", json!({}), "active").await;
+    f.store
+        .update_status(Key::tenant("up"), json!({"phase": "active", "ready": true}), None)
+        .await
+        .expect("up");
+    let admin = f.sign_in(ADMIN).await;
+
+    let body = f.get("/tenants/down", Some(&admin)).await.body;
+    let headline =
+        body.find("<section class=\"headline\" id=\"headline\" data-ready=\"no\" data-phase=\"active\"");
+    let headline = headline.unwrap_or_else(|| panic!("a headline that is not ready in {body}"));
+    let heading = body.find("<h1>Tenant down</h1>").expect("the page's heading");
+    let spec = body.find("<h2>Spec</h2>").expect("the spec");
+    assert!(heading < headline && headline < spec, "the headline comes right after the heading");
+    let expected = format!(
+        "<dt id=\"message-label\">Why not ready</dt><dd class=\"message\" id=\"message\">{blocker}</dd>"
+    );
+    assert!(body.contains(&expected), "{body}");
+    assert!(body[headline..spec].find("id=\"ready\"") < body[headline..spec].find("id=\"message\""));
+
+    let body = f.get("/tenants/up", Some(&admin)).await.body;
+    assert!(body.contains("<section class=\"headline\" id=\"headline\" data-ready=\"yes\""), "{body}");
+    assert!(
+        body.contains("<dt id=\"message-label\">Message</dt><dd class=\"message\" id=\"message\">none</dd>")
+    );
+
+    // The tenants table says which tenants are not ready, and why.
+    let body = f.get("/", Some(&admin)).await.body;
+    let down = format!("<td class=\"ready\" data-ready=\"no\">no</td><td class=\"message\">{blocker}</td>");
+    assert!(body.contains(&down), "{body}");
+    assert!(
+        body.contains("<td class=\"ready\" data-ready=\"yes\">yes</td><td class=\"message\"></td>"),
+        "{body}"
+    );
+    assert!(body.contains("<tr data-tenant=\"down\" data-ready=\"no\">"), "{body}");
 }
 
 #[tokio::test]

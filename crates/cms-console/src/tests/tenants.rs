@@ -30,7 +30,8 @@ async fn rows_show_each_tenant_s_state() {
         "{body}"
     );
     assert!(body.contains("<td class=\"phase\" data-phase=\"active\">active</td>"), "{body}");
-    assert!(body.contains("<td class=\"ready\">no</td>"));
+    assert!(body.contains("<td class=\"ready\" data-ready=\"no\">no</td>"), "{body}");
+    assert!(body.contains("<td class=\"message\">no reason reported yet</td>"), "{body}");
     assert!(body.contains("<td class=\"kubernetes\">1.31.0</td>"));
     let talos = &f.console.tenancy.secrets().options().default_talos_version;
     assert!(body.contains(&format!("<td class=\"talos\">{talos}</td>")));
@@ -95,6 +96,23 @@ async fn filters_and_pages() {
     assert!(!filtered.body.contains("rel=\"next\""));
     let empty = f.get("/?q=nothing", Some(&admin)).await;
     assert!(empty.body.contains("id=\"no-tenants\""));
+    check(&f, &admin, "label=team+in+%28a%2Cb%29%2Cenv%21%3Ddev&q=t0", &["t00", "t03", "t06", "t09"]).await;
+    check(&f, &admin, "label=%21team%2Cenv&q=t0", &["t01", "t04", "t07"]).await;
+    check(&f, &admin, "label=env+notin+%28prod%29&q=t0", &["t01", "t02", "t04", "t05", "t07", "t08"]).await;
+
+    // A malformed selector shows the form with the message at its field, and no table.
+    let malformed = f.get("/?label=team+in+%28a&q=t0", Some(&admin)).await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+    let body = &malformed.body;
+    assert!(body.contains("<label for=\"label\">Labels</label>"), "{body}");
+    assert!(body.contains("aria-describedby=\"label-hint label-error\" aria-invalid=\"true\""), "{body}");
+    assert!(
+        body.contains("id=\"label-error\">The label selector &quot;team in (a&quot; is not valid: found the end, expected &#39;,&#39; or &#39;)&#39;.</p>")
+            || body.contains("id=\"label-error\">The label selector &quot;team in (a&quot; is not valid: found the end, expected ',' or ')'.</p>"),
+        "{body}"
+    );
+    assert!(body.contains("value=\"team in (a\""), "the selector stays in the field: {body}");
+    assert!(!body.contains("<table"), "{body}");
     assert_eq!(f.get("/?phase=sleeping", Some(&admin)).await.status, StatusCode::BAD_REQUEST);
     assert_eq!(f.get("/?page=0", Some(&admin)).await.status, StatusCode::BAD_REQUEST);
 }

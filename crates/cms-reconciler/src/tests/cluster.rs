@@ -100,7 +100,15 @@ async fn the_tenant_is_ready_only_when_etcd_the_api_and_every_node_are() {
     assert_eq!(nodes.status, "False");
     assert_eq!(
         nodes.message,
-        "node node-workers-0 (machine workers-0) is NotReady: KubeletNotReady: container runtime is down"
+        "1 of 4 nodes not Ready: node node-workers-0 (machine workers-0) is NotReady: KubeletNotReady: \
+         container runtime is down"
+    );
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "1 of 4 machines without a Ready Kubernetes Node: workers-0: node node-workers-0 is NotReady: \
+             KubeletNotReady: container runtime is down"
+        )
     );
     let group: NodeGroup =
         f.store.get(&Key::child(Kind::NodeGroup, "acme", "workers")).unwrap().parse().unwrap();

@@ -239,20 +239,36 @@ async fn unreachable_hosts_keep_the_tenant_unready_and_are_retried_without_the_t
     let action = reconcile("acme", &f.ctx).await.unwrap();
     assert_eq!(action, Action::Requeue(crate::NODE_RETRY), "machines not ready are retried soon");
     let status = tenant(f.store.as_ref(), "acme").status;
-    assert_eq!(status.phase, Phase::Active, "the infrastructure is applied");
+    assert_eq!(status.phase, Phase::Provisioning, "applied, but never ready yet");
     assert!(!status.ready);
+    assert_eq!(condition(&status, crate::PROVISIONED).status, "True", "the infrastructure is applied");
     let pending = condition(&status, crate::MACHINES_READY);
-    assert_eq!(pending.status, "False");
-    assert!(pending.message.contains("cp-0: applying the machine config: "), "{pending:?}");
-    assert!(pending.message.contains("reported: connection refused"), "{pending:?}");
+    assert_eq!((pending.status.as_str(), pending.reason.as_str()), ("False", "ConfigFailed"));
+    assert_eq!(
+        pending.message,
+        "0 of 2 machines ready; 2 without their config: cp-0 (node \"node\" reported: connection refused), \
+         workers-0 (node \"node\" reported: connection refused)"
+    );
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "2 of 2 machines without their config: cp-0: node \"node\" reported: connection refused \
+             (and 1 more); see each machine's message"
+        ),
+        "the first blocker, in one line"
+    );
     let waiting = condition(&status, crate::BOOTSTRAPPED);
     assert_eq!(waiting.status, "False");
     assert_eq!(waiting.message, "waiting for control plane cp-0 to take its config");
-    assert!(
-        machines(f.store.as_ref(), "acme")
-            .iter()
-            .all(|m| m.status.stage == "provisioning" && !m.status.ready)
-    );
+    for machine in machines(f.store.as_ref(), "acme") {
+        assert_eq!((machine.status.stage.as_str(), machine.status.ready), ("provisioning", false));
+        let message = machine.status.message.as_deref();
+        assert_eq!(message, Some("applying the machine config: node \"node\" reported: connection refused"));
+    }
+    // Nothing changed: a pass writes nothing.
+    let revision = f.store.revision();
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(f.store.revision(), revision, "the same blockers write nothing");
 
     up.store(true, Ordering::SeqCst);
     let runs = f.ctx.tofu.runs();
@@ -260,7 +276,8 @@ async fn unreachable_hosts_keep_the_tenant_unready_and_are_retried_without_the_t
     assert_eq!(f.ctx.tofu.runs(), runs, "configs are retried without the tool");
     let status = tenant(f.store.as_ref(), "acme").status;
     assert!(status.ready, "{status:?}");
-    assert!(machines(f.store.as_ref(), "acme").iter().all(|m| m.status.ready));
+    assert_eq!((status.phase, status.message), (Phase::Active, None), "ready: active, nothing to say");
+    assert!(machines(f.store.as_ref(), "acme").iter().all(|m| m.status.ready && m.status.message.is_none()));
 }
 
 #[tokio::test]
@@ -336,7 +353,10 @@ async fn failures_set_failed_and_clear_on_retry() {
     assert!(status.message.unwrap().contains("the cloud said no"));
     f.engine.fail_apply.store(false, Ordering::SeqCst);
     reconcile("acme", &f.ctx).await.unwrap();
-    assert_eq!(tenant(f.store.as_ref(), "acme").status.phase, Phase::Active);
+    let status = tenant(f.store.as_ref(), "acme").status;
+    assert_eq!(status.phase, Phase::Provisioning, "no longer failed; its hosts never answered");
+    let message = status.message.unwrap_or_default();
+    assert!(message.starts_with("2 of 2 machines without their config: cp-0: "), "{message}");
 }
 
 #[tokio::test]

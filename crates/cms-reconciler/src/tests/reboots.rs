@@ -175,7 +175,11 @@ async fn a_machine_that_does_not_come_back_pauses_the_reboots() {
     assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "Paused"));
     assert!(condition.message.contains("machine cp-0 did not finish its step (rebooting, "), "{condition:?}");
     assert!(condition.message.contains("it has not rebooted yet"), "{condition:?}");
-    assert_eq!(paused.status.message.as_deref(), Some(condition.message.as_str()));
+    let message = paused.status.message.clone().unwrap_or_default();
+    assert_eq!(
+        message,
+        format!("the rollout is paused: {}; fix the cause, then resume the rollout", condition.message)
+    );
     assert_eq!(paused.status.phase, Phase::Updating);
 
     // Paused: nothing else reboots.

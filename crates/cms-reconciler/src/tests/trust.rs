@@ -52,6 +52,21 @@ async fn a_configured_host_that_fails_the_tenants_ca_gets_nothing_and_its_status
         assert!(machine.metadata.annotations.contains_key(crate::CONFIG_HASH_ANNOTATION), "still configured");
     }
     let before: Vec<_> = machines_now.iter().map(|m| m.metadata.annotations.clone()).collect();
+    let status = super::tenant(f.store.as_ref(), "acme").status;
+    assert_eq!(status.phase, cms_model::Phase::Active, "it was ready once");
+    let address = machines_now[0].spec.management_address.clone().unwrap_or_default();
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            format!(
+                "2 of 2 machines awaiting a confirmed replacement: cp-0: the host at {address} does not \
+                 answer as this tenant's node (and 1 more); if a host was replaced, delete its machine to \
+                 confirm it"
+            )
+            .as_str()
+        ),
+        "the first blocker"
+    );
 
     // The host is back: the changed config goes the tenant's way, the message clears.
     impostor.store(false, Ordering::SeqCst);

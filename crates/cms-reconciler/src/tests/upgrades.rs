@@ -170,9 +170,20 @@ async fn a_failed_upgrade_pauses_until_the_annotation_goes() {
     let paused = tenant(f.store.as_ref(), "acme");
     // cp-0 leads etcd, so cp-1 is the first upgraded, and fails.
     assert_eq!(nodes.upgrades.lock().unwrap().clone(), ["cp-1"], "nothing after the failure");
-    assert!(paused.status.message.as_deref().unwrap().contains("the disk is full"));
+    let message = paused.status.message.clone().unwrap_or_default();
+    assert!(message.starts_with("the rollout is paused: machine cp-1 "), "{message}");
+    assert!(message.contains("the disk is full"), "{message}");
     assert_eq!(condition(&paused.status, crate::UPGRADING).reason, "Paused");
     assert!(paused.metadata.annotations.contains_key(crate::PAUSED_ANNOTATION));
+    // The machine says it too, pass after pass while the rollout is paused.
+    let machine_message = |id: &str| {
+        let machine = machines(f.store.as_ref(), "acme").into_iter().find(|m| m.metadata.name == id);
+        machine.and_then(|m| m.status.message).unwrap_or_default()
+    };
+    let said = machine_message("cp-1");
+    assert!(said.starts_with("the rollout paused at this machine: machine cp-1 "), "{said}");
+    assert!(said.contains("the disk is full"), "{said}");
+    assert_eq!(machine_message("cp-0"), "", "the others have nothing to say");
 
     // An operator fixes the node and removes the annotation: it resumes.
     *nodes.fail.lock().unwrap() = None;
@@ -183,6 +194,7 @@ async fn a_failed_upgrade_pauses_until_the_annotation_goes() {
     }
     assert!(tenant(f.store.as_ref(), "acme").status.ready);
     assert_eq!(nodes.upgrades.lock().unwrap().len(), 1 + 6);
+    assert_eq!(machine_message("cp-1"), "", "resumed and done: the note is gone");
 }
 
 #[tokio::test]

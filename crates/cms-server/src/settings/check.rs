@@ -59,6 +59,9 @@ impl Settings {
         if self.watch_heartbeat.is_zero() {
             bail!("CMS_WATCH_HEARTBEAT must be longer than zero");
         }
+        if self.watch_bookmark_interval < Duration::from_millis(100) {
+            bail!("CMS_WATCH_BOOKMARK_INTERVAL must be at least 100ms");
+        }
         if self.send_timeout < Duration::from_millis(1)
             || self.send_timeout > Duration::from_secs(u32::MAX as u64 / 1000)
         {

@@ -14,6 +14,7 @@ fn defaults() {
     assert_eq!(settings.listen, "0.0.0.0:8080");
     assert_eq!(settings.database_url(), "sqlite://./data/cms.db?mode=rwc");
     assert_eq!(settings.watch_heartbeat, Duration::from_secs(15));
+    assert_eq!(settings.watch_bookmark_interval, Duration::from_secs(60));
     assert_eq!(settings.send_timeout, Duration::from_secs(60));
     assert_eq!(settings.body_limit, 1024 * 1024);
     assert!(settings.secrets_key.is_none());
@@ -98,6 +99,7 @@ fn environment_overrides_the_file() {
         env(&[
             ("CMS_LISTEN", "127.0.0.1:0"),
             ("CMS_WATCH_HEARTBEAT", "2s"),
+            ("CMS_WATCH_BOOKMARK_INTERVAL", "500ms"),
             ("CMS_SEND_TIMEOUT", "5s"),
             ("CMS_EVENT_RETENTION", "50"),
             ("CMS_AUDIT_RETENTION", "5000"),
@@ -113,6 +115,7 @@ fn environment_overrides_the_file() {
     assert_eq!(settings.database_url(), "sqlite:///srv/cms/cms.db?mode=rwc");
     assert_eq!(settings.body_limit, 2048);
     assert_eq!(settings.watch_heartbeat, Duration::from_secs(2));
+    assert_eq!(settings.watch_bookmark_interval, Duration::from_millis(500));
     assert_eq!(settings.send_timeout, Duration::from_secs(5));
     assert_eq!(settings.event_retention, 50);
     assert_eq!(settings.audit_retention, 5000);
@@ -151,6 +154,10 @@ fn refusals() {
     assert!(message(&[("CMS_WATCH_HEARTBEAT", "15")]).contains("not a duration"));
     assert!(message(&[("CMS_SEND_TIMEOUT", "0s")]).contains("CMS_SEND_TIMEOUT"));
     assert!(message(&[("CMS_WATCH_HEARTBEAT", "0s")]).contains("longer than zero"));
+    assert!(
+        message(&[("CMS_WATCH_BOOKMARK_INTERVAL", "10ms")])
+            .contains("CMS_WATCH_BOOKMARK_INTERVAL must be at least 100ms")
+    );
     assert!(message(&[("CMS_BODY_LIMIT", "lots")]).contains("invalid configuration"));
     assert!(
         message(&[("CMS_WATCHES_PER_IDENTITY", "0")]).contains("CMS_WATCHES_PER_IDENTITY must be at least 1")

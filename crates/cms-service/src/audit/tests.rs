@@ -129,13 +129,14 @@ fn entries_name_the_caller() {
     let workload = TestRequest::post().uri("/api/v1/tenants").to_http_request();
     workload.extensions_mut().insert(Caller {
         user: "repo:acme/infra:ref:refs/heads/main".into(),
-        role: UserRole::Edit,
+        role: Some(UserRole::Edit),
         credential: Credential::Workload,
         source: cms_auth::Source::Workload {
             issuer: "https://token.actions.githubusercontent.com".into(),
             subject: "repo:acme/infra:ref:refs/heads/main".into(),
         },
         groups: Vec::new(),
+        grants: cms_auth::Grants::default(),
     });
     let by_workload = entry(line(&workload, "/api/v1/tenants"), Some(&workload.extensions()), 201, time);
     assert_eq!(by_workload.actor_source.as_deref(), Some("workload"));

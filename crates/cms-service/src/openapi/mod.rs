@@ -168,12 +168,12 @@ fn operation(route: &RouteInfo, doc: &Doc) -> Operation {
     if !doc.query.is_empty() {
         common.push(400);
     }
-    if let Access::Requires(permission) = route.access {
+    if let Some(permission) = route.access.permission() {
         builder = builder
             .security(SecurityRequirement::new(LOGIN_TOKEN, Vec::<String>::new()))
             .security(SecurityRequirement::new(API_TOKEN, Vec::<String>::new()));
         common.push(401);
-        if forbids_someone(permission) {
+        if forbids_someone(permission) || refuses_the_roleless(route.access) {
             common.push(403);
         }
         // Every authenticated request counts against its identity's rate.
@@ -201,6 +201,16 @@ fn operation(route: &RouteInfo, doc: &Doc) -> Operation {
 /// a role without it, or (for tokens) another user's.
 fn forbids_someone(permission: Permission) -> bool {
     permission == Permission::OwnTokens || !permission.allows(UserRole::View)
+}
+
+/// Whether a caller with no global role, whose access is its grants', may
+/// be refused (403): beyond one tenant's routes, where a tenant it has no
+/// access to is 404, it holds only its own tokens.
+fn refuses_the_roleless(access: Access) -> bool {
+    match access {
+        Access::Public | Access::OnTenant(_) => false,
+        Access::Requires(permission) | Access::OnTenants(permission) => !permission.allows_global(None),
+    }
 }
 
 fn path_parameters(path: &str) -> impl Iterator<Item = &str> {
@@ -255,6 +265,18 @@ fn query_parameters(query: Query) -> Vec<Parameter> {
             ),
             query_parameter("offset", "How many items to skip.", integer(0, None, Some(0))),
         ],
+        Query::Labels => vec![query_parameter(
+            "labelSelector",
+            "Only the objects whose labels match this selector, in Kubernetes' syntax: `env=prod`, \
+             `env!=prod`, `team in (a,b)`, `team notin (a)`, `tier` (exists), `!legacy` (does not exist), \
+             `replicas>2`; requirements joined by `,` must all hold. `total` counts the matches. A \
+             malformed selector is 400 naming it and what is wrong.",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(cms_model::MAX_SELECTOR_BYTES))
+                .examples([json!("team in (a,b),env!=prod")])
+                .into(),
+        )],
         Query::Watch => vec![
             query_parameter(
                 "watch",
@@ -266,6 +288,24 @@ fn query_parameters(query: Query) -> Vec<Parameter> {
                 "With `watch`: resume after this store revision (the last `id:` seen), replaying what \
                  changed since; wins over a `Last-Event-ID` header.",
                 integer(0, None, None),
+            ),
+            query_parameter(
+                "allowWatchBookmarks",
+                "With `watch`: also send `BOOKMARK` frames (`id: R` and \
+                 `{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"R\"}}}`), a resume \
+                 point that misses nothing: every `CMS_WATCH_BOOKMARK_INTERVAL` (60 s), and soon after the \
+                 store moved on while the stream had nothing to show.",
+                ObjectBuilder::new().schema_type(Type::Boolean).default(Some(json!(false))).into(),
+            ),
+            query_parameter(
+                "fieldSelector",
+                "Only the tenant `metadata.name=NAME` (or `==`); any other selector is 400. A watch of \
+                 one tenant resumes as long as that tenant's own changes since are in the log.",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some("^metadata\\.name==?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"))
+                    .examples([json!("metadata.name=acme")])
+                    .into(),
             ),
         ],
         Query::AuditFilters => vec![
@@ -314,6 +354,18 @@ fn success(doc: &Doc) -> Response {
                     .schema(Some(string()))
                     .description(Some(
                         "With `watch=true`: `data: <WatchEvent>` frames, each followed by `id: <revision>`.",
+                    ))
+                    .build(),
+            ),
+        Success::ObjectOrWatch => builder
+            .content("application/json", ContentBuilder::new().schema(Some(reference("Tenant"))).build())
+            .content(
+                "text/event-stream",
+                ContentBuilder::new()
+                    .schema(Some(string()))
+                    .description(Some(
+                        "With `watch=true`: the tenant's `data: <WatchEvent>` frames, as \
+                         `GET /tenants?watch=true&fieldSelector=metadata.name=NAME`.",
                     ))
                     .build(),
             ),

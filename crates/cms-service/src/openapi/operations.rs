@@ -8,6 +8,8 @@
 pub(super) enum Query {
     /// `limit` and `offset`.
     Page,
+    /// `labelSelector`.
+    Labels,
     /// `watch`, `resourceVersion` and the `Last-Event-ID` header.
     Watch,
     /// `ttl` of a client-config download.
@@ -23,6 +25,8 @@ pub(super) enum Success {
     Json(&'static str),
     /// A page of tenants as JSON, or with `watch` an event stream.
     ListOrWatch,
+    /// A tenant as JSON, or with `watch` the event stream of that tenant.
+    ObjectOrWatch,
     /// No body.
     Empty,
     /// A YAML file to save, with `Content-Disposition` and `Cache-Control`.
@@ -114,6 +118,7 @@ const HEALTH: &str = "health";
 const BACKUPS: &str = "backups";
 const USERS: &str = "users";
 const TOKENS: &str = "tokens";
+const GRANTS: &str = "grants";
 const AUDIT: &str = "audit";
 
 /// The tags, in the order the page shows them, with what they hold.
@@ -131,12 +136,16 @@ pub(super) const TAGS: &[(&str, &str)] = &[
     ),
     (USERS, "Users and their roles (admins only)."),
     (TOKENS, "API tokens: each user manages their own, admins everyone's."),
+    (GRANTS, "Grants: view or edit on chosen tenants for users, groups and workloads (admins only)."),
     (AUDIT, "The audit log of every mutation (admins only)."),
     (OPS, "Operational endpoints at the server root."),
     (DOCS, "This document and its interactive page."),
 ];
 
 const PAGE: &[Query] = &[Query::Page];
+
+/// The query of a list of labelled resources.
+const LABELLED: &[Query] = &[Query::Page, Query::Labels];
 
 const STALE: &str = "stale `metadata.resourceVersion`, or the tenant is being deleted";
 const TAKEN: &str = "the name is taken, or the tenant is being deleted";
@@ -210,12 +219,16 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         }
         ("GET", "/tenants") => Doc::new("listTenants", TENANTS, "List tenants, or watch them")
             .about(
-                "A page of tenants sorted by name. With `watch=true` the answer is a server-sent-event \
+                "A page of tenants sorted by name, of those `labelSelector` matches when given. With \
+                 `watch=true` the answer is a server-sent-event \
                  stream instead: one `ADDED` frame per tenant, a frame with only `id: R`, then live \
                  `ADDED`, `MODIFIED` and `DELETED` frames each with `id: <revision>`, and a \
-                 `: heartbeat` comment every 15 s. Resume with `resourceVersion` or `Last-Event-ID`.",
+                 `: heartbeat` comment every 15 s. Resume with `resourceVersion` or `Last-Event-ID`. \
+                 `fieldSelector=metadata.name=NAME` narrows the page or the stream to one tenant; \
+                 `allowWatchBookmarks=true` adds `BOOKMARK` frames. With a selector, a tenant that starts \
+                 matching arrives as `ADDED` and one that stops as `DELETED`.",
             )
-            .query(&[Query::Page, Query::Watch])
+            .query(&[Query::Page, Query::Labels, Query::Watch])
             .ok(200, Success::ListOrWatch)
             .error(410, "the event log no longer reaches back to the resume point; list and watch afresh")
             .error(
@@ -231,9 +244,20 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
             .body("Tenant")
             .ok(201, Success::Json("Tenant"))
             .error(409, TAKEN),
-        ("GET", "/tenants/{name}") => {
-            Doc::new("getTenant", TENANTS, "Read a tenant").ok(200, Success::Json("Tenant"))
-        }
+        ("GET", "/tenants/{name}") => Doc::new("getTenant", TENANTS, "Read a tenant, or watch it")
+            .about(
+                "The tenant. With `watch=true` the event stream of this tenant alone, as \
+                 `GET /tenants?watch=true&fieldSelector=metadata.name=NAME`: its resume needs only its \
+                 own changes to be in the event log.",
+            )
+            .query(&[Query::Watch])
+            .ok(200, Success::ObjectOrWatch)
+            .error(410, "the tenant's own changes since the resume point are no longer in the event log")
+            .error(
+                429,
+                "the caller's identity holds as many watch streams open as it may (`CMS_WATCHES_PER_IDENTITY`), \
+                 or is over its request rate; retry after `Retry-After` seconds",
+            ),
         ("PUT", "/tenants/{name}") => Doc::new(
             "updateTenant",
             TENANTS,
@@ -310,7 +334,7 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         }
         ("GET", "/tenants/{tenant}/node-groups") => {
             Doc::new("listNodeGroups", GROUPS, "List a tenant's node groups")
-                .query(PAGE)
+                .query(LABELLED)
                 .ok(200, Success::Json("NodeGroupList"))
         }
         ("POST", "/tenants/{tenant}/node-groups") => {
@@ -337,7 +361,7 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         }
         ("GET", "/tenants/{tenant}/configpatches") => {
             Doc::new("listConfigPatches", PATCHES, "List a tenant's config patches")
-                .query(PAGE)
+                .query(LABELLED)
                 .ok(200, Success::Json("ConfigPatchList"))
         }
         ("POST", "/tenants/{tenant}/configpatches") => Doc::new(
@@ -365,11 +389,11 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         }
         ("GET", "/machines") => Doc::new("listAllMachines", MACHINES, "List the machines of every tenant")
             .about("Sorted by tenant, then name.")
-            .query(PAGE)
+            .query(LABELLED)
             .ok(200, Success::Json("MachineList")),
         ("GET", "/tenants/{tenant}/machines") => {
             Doc::new("listMachines", MACHINES, "List a tenant's machines")
-                .query(PAGE)
+                .query(LABELLED)
                 .ok(200, Success::Json("MachineList"))
         }
         ("GET", "/tenants/{tenant}/machines/{id}") => {
@@ -397,16 +421,22 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
         }
         ("GET", "/projected") => {
             Doc::new("listAllProjected", PROJECTED, "What the provisioning tool created, every tenant")
+                .about("Sorted by tenant, then name, and paged as every list is.")
+                .query(PAGE)
                 .ok(200, Success::Json("ProjectedList"))
                 .error(503, "no provisioning run has completed yet")
         }
         ("GET", "/tenants/{tenant}/projected") => {
             Doc::new("listProjected", PROJECTED, "What the provisioning tool created for a tenant")
+                .about("Sorted by name, and paged as every list is.")
+                .query(PAGE)
                 .ok(200, Success::Json("ProjectedList"))
                 .error(503, "no provisioning run has completed yet")
         }
         ("GET", "/tenants/{tenant}/projected/{kind}") => {
             Doc::new("listProjectedKind", PROJECTED, "Projected resources of one kind, matched in any case")
+                .about("Sorted by name, and paged as every list is.")
+                .query(PAGE)
                 .ok(200, Success::Json("ProjectedList"))
                 .error(503, "no provisioning run has completed yet")
         }
@@ -437,6 +467,22 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
             .body("ApiToken")
             .ok(201, Success::Json("ApiToken"))
             .error(409, "the user has a token of this name"),
+        ("GET", "/grants") => {
+            Doc::new("listGrants", GRANTS, "List grants").query(PAGE).ok(200, Success::Json("GrantList"))
+        }
+        ("POST", "/grants") => Doc::new("createGrant", GRANTS, "Create a grant")
+            .about("`spec.role` is `view` or `edit`; `admin` is refused with 400.")
+            .body("Grant")
+            .ok(201, Success::Json("Grant"))
+            .error(409, "the name is taken, or there are as many grants as the server keeps"),
+        ("GET", "/grants/{name}") => Doc::new("getGrant", GRANTS, "Read a grant").ok(200, Success::Json("Grant")),
+        ("PUT", "/grants/{name}") => Doc::new("updateGrant", GRANTS, "Replace a grant's spec")
+            .body("Grant")
+            .ok(200, Success::Json("Grant"))
+            .error(409, "stale `metadata.resourceVersion`"),
+        ("DELETE", "/grants/{name}") => {
+            Doc::new("deleteGrant", GRANTS, "Delete a grant; what it gave ends at once").ok(204, Success::Empty)
+        }
         ("GET", "/audit") => Doc::new("listAudit", AUDIT, "Read the audit log, newest first")
             .about("Every mutation with its caller, route, target, status and request id; never bodies or secrets.")
             .query(&[Query::Page, Query::AuditFilters])

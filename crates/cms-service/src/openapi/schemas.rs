@@ -4,10 +4,10 @@
 
 use cms_backup::Backup;
 use cms_model::{
-    ApiTokenSpec, ApiTokenStatus, AuditRecord, ConfigPatchSpec, ConfigPatchStatus, LoginRequest,
-    LoginResponse, MachineSpec, MachineStatus, MetalHost, NodeGroupSpec, NodeGroupStatus, ObjectMeta,
-    OciConfig, OpenStackConfig, ProjectedList, SsoStartRequest, SsoStartResponse, SsoTokenRequest,
-    TenantSpec, TenantStatus, UserRole, UserStatus,
+    ApiTokenSpec, ApiTokenStatus, AuditRecord, ConfigPatchSpec, ConfigPatchStatus, GrantSpec, GrantStatus,
+    LoginRequest, LoginResponse, MachineSpec, MachineStatus, MetalHost, NodeGroupSpec, NodeGroupStatus,
+    ObjectMeta, OciConfig, OpenStackConfig, ProjectedList, SsoStartRequest, SsoStartResponse,
+    SsoTokenRequest, TenantSpec, TenantStatus, UserRole, UserStatus,
 };
 use cms_prober::Health;
 use serde_json::json;
@@ -37,6 +37,8 @@ use crate::ops::BuildInfo;
     ProjectedList,
     UserRole,
     UserStatus,
+    GrantSpec,
+    GrantStatus,
     ApiTokenSpec,
     ApiTokenStatus,
     LoginRequest,
@@ -97,7 +99,7 @@ fn int64() -> utoipa::openapi::SchemaFormat {
 fn user_spec(password_required: bool) -> Schema {
     let builder = ObjectBuilder::new()
         .description(Some("The desired state of a user."))
-        .property("role", reference("UserRole"))
+        .property("role", reference("GlobalRole"))
         .property(
             "password",
             ObjectBuilder::new()
@@ -116,6 +118,18 @@ fn user_spec(password_required: bool) -> Schema {
         true => builder.required("password").into(),
         false => builder.into(),
     }
+}
+
+/// A user's global role: `none` leaves it what its grants give.
+fn global_role() -> Schema {
+    ObjectBuilder::new()
+        .description(Some(
+            "The global role: what the user may do on every tenant and beyond. `none` for a user \
+             whose access is its grants' alone.",
+        ))
+        .schema_type(Type::String)
+        .enum_values(Some(["none", "view", "edit", "admin"]))
+        .into()
 }
 
 /// The body of a machine status write: its `status` replaces the stored
@@ -145,13 +159,15 @@ fn watch_event() -> Schema {
     ObjectBuilder::new()
         .description(Some(
             "One `data:` frame of the tenant watch stream. Frames carrying only `id: R` mark the \
-             revision after the initial burst; `: heartbeat` comments keep the stream open.",
+             revision after the initial burst; `: heartbeat` comments keep the stream open. A `BOOKMARK` \
+             (with `allowWatchBookmarks`) carries no tenant, only `{\"metadata\":{\"resourceVersion\":\"R\"}}`, \
+             R being its `id`.",
         ))
         .property(
             "type",
             ObjectBuilder::new()
                 .schema_type(Type::String)
-                .enum_values(Some(["ADDED", "MODIFIED", "DELETED"])),
+                .enum_values(Some(["ADDED", "MODIFIED", "DELETED", "BOOKMARK"])),
         )
         .property("object", reference("Tenant"))
         .required("type")
@@ -195,10 +211,20 @@ pub(super) fn components() -> utoipa::openapi::Components {
                 "ApiTokenStatus",
             ),
         )
+        .schema("GlobalRole", global_role())
+        .schema(
+            "Grant",
+            resource(
+                "A role (view or edit) on the tenants chosen by names and a label selector, for users, groups and workloads.",
+                "GrantSpec",
+                "GrantStatus",
+            ),
+        )
         .schema("MachineStatusUpdate", machine_status_update())
         .schema("HealthList", health_list())
         .schema("WatchEvent", watch_event());
-    for item in ["Tenant", "NodeGroup", "ConfigPatch", "Machine", "User", "ApiToken", "AuditRecord"] {
+    for item in ["Tenant", "NodeGroup", "ConfigPatch", "Machine", "User", "ApiToken", "Grant", "AuditRecord"]
+    {
         builder = builder.schema(format!("{item}List"), list(item));
     }
     builder.build()
@@ -237,6 +263,14 @@ pub(super) fn example(schema: &str) -> Option<serde_json::Value> {
             json!({"metadata": {"name": "alice"}, "spec": {"role": "view", "password": "correct-horse-battery"}})
         }
         "ApiToken" => json!({"metadata": {"name": "ci"}, "spec": {"expiresIn": "24h"}}),
+        "Grant" => json!({
+            "metadata": {"name": "a-devs-edit"},
+            "spec": {
+                "role": "edit",
+                "subjects": [{"kind": "Group", "name": "a-devs"}, {"kind": "User", "name": "alice"}],
+                "tenants": {"names": ["shared"], "selector": "team=a"}
+            }
+        }),
         "LoginRequest" => json!({"username": "admin", "password": "<password>"}),
         "SsoStartRequest" => json!({"redirectUri": "http://127.0.0.1:8000/callback",
             "codeChallenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}),

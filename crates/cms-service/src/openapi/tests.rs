@@ -22,7 +22,7 @@ fn every_route_is_in_the_document() {
         let security = operation.get("security");
         match route.access {
             Access::Public => assert!(security.is_none(), "{} {path} is public", route.method),
-            Access::Requires(_) => {
+            Access::Requires(_) | Access::OnTenant(_) | Access::OnTenants(_) => {
                 let schemes: Vec<&str> = security
                     .and_then(Value::as_array)
                     .into_iter()

@@ -4,6 +4,7 @@
 mod errors;
 mod resources;
 mod tenants;
+mod watches;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! operational endpoints.
 
 use actix_web::test::TestRequest;
-use cms_model::{Kind, Page, Projected};
+use cms_model::{Kind, LabelSelector, Page, Projected};
 use cms_store::{Deleted, Key, Listing, MockStore, StoreError};
 use serde_json::json;
 
@@ -20,11 +20,39 @@ async fn child_lists_need_their_tenant() {
     }
     let mut store = store_with_tenant();
     store
-        .expect_list()
-        .withf(|kind, tenant, _| *kind == Kind::NodeGroup && tenant.as_deref() == Some("t1"))
-        .returning(|_, _, _| Listing::default());
-    let reply = call(store, TestRequest::get().uri("/api/v1/tenants/t1/node-groups")).await;
+        .expect_select()
+        .withf(|kind, tenant, selector, _| {
+            *kind == Kind::NodeGroup
+                && tenant.as_deref() == Some("t1")
+                && *selector == LabelSelector::parse("role in (a,b)").unwrap()
+        })
+        .returning(|_, _, _, _| Listing::default());
+    let uri = "/api/v1/tenants/t1/node-groups?labelSelector=role+in+%28a%2Cb%29";
+    let reply = call(store, TestRequest::get().uri(uri)).await;
     assert_eq!(reply.body, r#"{"items":[],"total":0}"#);
+}
+
+#[actix_web::test]
+async fn malformed_selectors_are_400_on_every_list() {
+    for uri in [
+        "/api/v1/tenants",
+        "/api/v1/tenants/t1/node-groups",
+        "/api/v1/tenants/t1/configpatches",
+        "/api/v1/tenants/t1/machines",
+        "/api/v1/machines",
+    ] {
+        let reply =
+            call(MockStore::new(), TestRequest::get().uri(&format!("{uri}?labelSelector=!x%3Da"))).await;
+        let message = reply.error(400, "BadRequest");
+        assert_eq!(
+            message, r#"labelSelector "!x=a" is not valid: found '=', expected ',' or the end"#,
+            "{uri}"
+        );
+    }
+    for uri in ["/api/v1/projected", "/api/v1/tenants/t1/projected", "/api/v1/tenants/t1/projected/machine"] {
+        let message = call(MockStore::new(), TestRequest::get().uri(&format!("{uri}?labelSelector=x"))).await;
+        assert!(message.error(400, "BadRequest").contains("no labels"), "{uri}");
+    }
 }
 
 #[actix_web::test]
@@ -61,9 +89,11 @@ async fn missing_children_name_what_is_missing() {
 async fn machines_list_across_tenants() {
     let mut store = MockStore::new();
     store
-        .expect_list()
-        .withf(|kind, tenant, page| *kind == Kind::Machine && tenant.is_none() && *page == Page::default())
-        .returning(|_, _, _| Listing { items: vec![object(machine_key("m1"), 2)], total: 1 });
+        .expect_select()
+        .withf(|kind, tenant, selector, page| {
+            *kind == Kind::Machine && tenant.is_none() && selector.is_empty() && *page == Page::default()
+        })
+        .returning(|_, _, _, _| Listing { items: vec![object(machine_key("m1"), 2)], total: 1 });
     let reply = call(store, TestRequest::get().uri("/api/v1/machines")).await;
     assert_eq!(reply.json()["items"][0]["metadata"]["name"], "m1");
 }
@@ -125,6 +155,41 @@ async fn projected_is_503_until_an_apply_then_filters_by_kind() {
     let body = reply.json();
     assert_eq!(body["items"].as_array().map(Vec::len), Some(1), "{body}");
     assert_eq!(body["items"][0]["name"], "a");
+    assert_eq!(body["total"], 1);
+}
+
+#[actix_web::test]
+async fn projected_lists_page_by_tenant_then_name() {
+    let items = vec![projected("Machine", "c"), projected("Machine", "a"), projected("DataSource", "b")];
+    let names = |body: &serde_json::Value| -> Vec<String> {
+        body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for (query, expected) in [
+        ("", vec!["a", "b", "c"]),
+        ("?limit=2", vec!["a", "b"]),
+        ("?limit=2&offset=2", vec!["c"]),
+        ("?offset=3", vec![]),
+    ] {
+        let mut store = store_with_tenant();
+        let all = items.clone();
+        store.expect_projection().returning(move |_| Ok(Some(all.clone())));
+        let body =
+            call(store, TestRequest::get().uri(&format!("/api/v1/tenants/t1/projected{query}"))).await.json();
+        assert_eq!(names(&body), expected, "{query}");
+        assert_eq!(body["total"], 3, "{query}");
+    }
+    for query in ["limit=abc", "limit=-1", "limit=0", "limit=1001", "offset=-1", "offset=x", "watch=true"] {
+        let reply =
+            call(MockStore::new(), TestRequest::get().uri(&format!("/api/v1/projected?{query}"))).await;
+        let message = reply.error(400, "BadRequest");
+        let named = query.split('=').next().unwrap();
+        assert!(message.contains(named), "{query}: {message}");
+    }
 }
 
 #[actix_web::test]

@@ -16,12 +16,16 @@ use super::{TENANT, call, json_request, object, store_with_tenant};
 async fn list_passes_the_page_and_concatenates_objects() {
     let mut store = MockStore::new();
     store
-        .expect_list()
-        .withf(|kind, tenant, page| {
-            *kind == Kind::Tenant && tenant.is_none() && *page == Page { limit: 2, offset: 1 }
+        .expect_select()
+        .withf(|kind, tenant, selector, page| {
+            *kind == Kind::Tenant
+                && tenant.is_none()
+                && selector.to_string() == "env!=prod,team in (a,b)"
+                && *page == Page { limit: 2, offset: 1 }
         })
-        .returning(|_, _, _| Listing { items: vec![object(Key::tenant("b"), 3)], total: 5 });
-    let reply = call(store, TestRequest::get().uri("/api/v1/tenants?limit=2&offset=1")).await;
+        .returning(|_, _, _, _| Listing { items: vec![object(Key::tenant("b"), 3)], total: 5 });
+    let uri = "/api/v1/tenants?limit=2&offset=1&labelSelector=team%20in%20(a,b),env!%3Dprod";
+    let reply = call(store, TestRequest::get().uri(uri)).await;
     assert_eq!(reply.status.as_u16(), 200);
     let body = reply.json();
     assert_eq!(body["total"], 5);

@@ -12,7 +12,7 @@ use crate::harness;
 
 /// The organizations (groups or roles), common names and lifetime of a
 /// base64-encoded PEM certificate.
-fn certificate(data: &Value) -> (Vec<String>, Vec<String>, i64) {
+pub(crate) fn certificate(data: &Value) -> (Vec<String>, Vec<String>, i64) {
     let pem = STANDARD.decode(data.as_str().expect("base64 text")).expect("base64");
     let (_, pem) = parse_x509_pem(&pem).expect("PEM");
     let (_, cert) = x509_parser::parse_x509_certificate(&pem.contents).expect("X.509");

@@ -6,6 +6,7 @@ mod backups;
 mod console;
 mod downloads;
 mod errors;
+mod grants;
 mod health;
 mod machine_config;
 mod machines;

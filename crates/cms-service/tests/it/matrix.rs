@@ -19,9 +19,40 @@ struct Caller {
     label: &'static str,
     /// The `Authorization` header, if any.
     token: Option<String>,
-    /// The role, for callers that should get in.
+    /// Whether its credential is accepted at all.
+    gets_in: bool,
+    /// Its global role.
     role: Option<UserRole>,
+    /// Its role on tenant `t1`: its global role joined with its grants.
+    on_t1: Option<UserRole>,
+    /// The role its grants give it, on whichever tenant.
+    granted: Option<UserRole>,
     user: &'static str,
+}
+
+impl Caller {
+    /// A caller whose role is `role` on every tenant, or one turned away (`None`).
+    fn global(
+        label: &'static str,
+        token: Option<String>,
+        role: Option<UserRole>,
+        user: &'static str,
+    ) -> Caller {
+        Caller { label, token, gets_in: role.is_some(), role, on_t1: role, granted: None, user }
+    }
+
+    /// A caller whose global role is `role` and whose grants give it `granted`,
+    /// which on `t1` makes `on_t1`.
+    fn granted(
+        label: &'static str,
+        token: String,
+        role: Option<UserRole>,
+        granted: UserRole,
+        on_t1: Option<UserRole>,
+        user: &'static str,
+    ) -> Caller {
+        Caller { label, token: Some(token), gets_in: true, role, on_t1, granted: Some(granted), user }
+    }
 }
 
 fn forge(claims: &LoginClaims, header: Header, key: &[u8]) -> String {
@@ -93,26 +124,27 @@ async fn callers<S>(h: &Harness<S>) -> Vec<Caller> {
     let mut wrong_aud = claims("admin", 600);
     wrong_aud.aud = "somebody-else".into();
     let hs256 = Header::new(Algorithm::HS256);
-    let denied = |label, token: String| Caller { label, token: Some(token), role: None, user: "admin" };
+    let denied = |label, token: String| Caller::global(label, Some(token), None, "admin");
     let key = h.workload_key.clone();
     let ci = |key: &TestKey, subject: &str, lifetime| {
         workload(key, WORKLOAD_ISSUER, WORKLOAD_AUDIENCE, subject, lifetime)
     };
-    vec![
-        Caller { label: "anonymous", token: None, role: None, user: "admin" },
-        Caller {
-            label: "view",
-            token: Some(login(auth, "viewer", "viewer-password").await),
-            role: Some(UserRole::View),
-            user: "viewer",
-        },
-        Caller {
-            label: "edit",
-            token: Some(login(auth, "editor", "editor-password").await),
-            role: Some(UserRole::Edit),
-            user: "editor",
-        },
-        Caller { label: "admin", token: Some(h.token.clone()), role: Some(UserRole::Admin), user: "admin" },
+    let grants = granted_callers(h).await;
+    let mut callers = vec![
+        Caller::global("anonymous", None, None, "admin"),
+        Caller::global(
+            "view",
+            Some(login(auth, "viewer", "viewer-password").await),
+            Some(UserRole::View),
+            "viewer",
+        ),
+        Caller::global(
+            "edit",
+            Some(login(auth, "editor", "editor-password").await),
+            Some(UserRole::Edit),
+            "editor",
+        ),
+        Caller::global("admin", Some(h.token.clone()), Some(UserRole::Admin), "admin"),
         denied("expired JWT", forge(&claims("admin", -120), hs256.clone(), SIGNING_KEY)),
         denied("JWT with the wrong aud", forge(&wrong_aud, hs256.clone(), SIGNING_KEY)),
         denied("JWT with alg none", unsigned(&claims("admin", 600))),
@@ -159,13 +191,118 @@ async fn callers<S>(h: &Harness<S>) -> Vec<Caller> {
             "workload token signed by a key the issuer does not publish",
             workload(&TestKey::generate("ci-1"), WORKLOAD_ISSUER, WORKLOAD_AUDIENCE, "repo:acme/x", 300),
         ),
-    ]
+    ];
+    callers.extend(grants);
+    callers
 }
 
 /// A caller from elsewhere: its permissions are its role's, but API tokens
 /// are only for local users.
 fn federated(label: &'static str, token: String, role: UserRole) -> Caller {
-    Caller { label, token: Some(token), role: Some(role), user: "admin" }
+    Caller::global(label, Some(token), Some(role), "admin")
+}
+
+/// Grants, and the callers they give roles on tenants: `t1` (labelled
+/// `team=a`) by name and by selector, `t2` only, and none at all.
+async fn granted_callers<S>(h: &Harness<S>) -> Vec<Caller> {
+    let auth = &h.state.auth;
+    let grant = |role: &str, kind: &str, subject: &str, tenants: serde_json::Value| {
+        let spec = serde_json::json!({"role": role, "subjects": [{"kind": kind, "name": subject}], "tenants": tenants});
+        serde_json::from_value::<cms_model::GrantSpec>(spec).expect("a grant spec")
+    };
+    let grants = [
+        ("t1-viewers", grant("view", "Group", "t1-viewers", serde_json::json!({"names": ["t1"]}))),
+        ("team-a-edit", grant("edit", "Group", "team-a", serde_json::json!({"selector": "team=a"}))),
+        ("t2-devs", grant("edit", "Group", "t2-devs", serde_json::json!({"names": ["t2"]}))),
+        ("raised", grant("edit", "User", "granted-viewer", serde_json::json!({"names": ["t1"]}))),
+        ("roleless", grant("view", "User", "granted-only", serde_json::json!({"selector": "team in (a,b)"}))),
+        (
+            "ci-other",
+            grant(
+                "edit",
+                "Workload",
+                "repo:other/*:ref:refs/heads/main",
+                serde_json::json!({"names": ["t1"]}),
+            ),
+        ),
+    ];
+    for (name, spec) in grants {
+        auth.create_grant(name, spec).await.expect("grant");
+    }
+    auth.create_user("granted-viewer", UserRole::View, &SecretString::from("granted-viewer-password"))
+        .await
+        .expect("user");
+    for name in ["granted-only", "no-role"] {
+        auth.create_user(name, None, &SecretString::from(format!("{name}-password"))).await.expect("user");
+    }
+    let ci = workload(
+        &h.workload_key,
+        WORKLOAD_ISSUER,
+        WORKLOAD_AUDIENCE,
+        "repo:other/x:ref:refs/heads/main",
+        300,
+    );
+    use UserRole::{Edit, View};
+    vec![
+        Caller::granted(
+            "SSO user in no mapped group with a view grant on t1",
+            sso_login("gv@example.com", SSO_ISSUER, &["others", "t1-viewers"]),
+            None,
+            View,
+            Some(View),
+            "admin",
+        ),
+        Caller::granted(
+            "SSO user with an edit grant on t1's label",
+            sso_login("ga@example.com", SSO_ISSUER, &["team-a"]),
+            None,
+            Edit,
+            Some(Edit),
+            "admin",
+        ),
+        Caller::granted(
+            "SSO user with an edit grant on another tenant",
+            sso_login("gb@example.com", SSO_ISSUER, &["t2-devs"]),
+            None,
+            Edit,
+            None,
+            "admin",
+        ),
+        Caller::granted(
+            "SSO viewer with an edit grant on t1's label",
+            sso_login("gva@example.com", SSO_ISSUER, &["viewers", "team-a"]),
+            Some(View),
+            Edit,
+            Some(Edit),
+            "admin",
+        ),
+        Caller::granted(
+            "viewer with an edit grant on t1",
+            login(auth, "granted-viewer", "granted-viewer-password").await,
+            Some(View),
+            Edit,
+            Some(Edit),
+            "granted-viewer",
+        ),
+        Caller::granted(
+            "user with no role and a view grant on t1's label",
+            login(auth, "granted-only", "granted-only-password").await,
+            None,
+            View,
+            Some(View),
+            "granted-only",
+        ),
+        Caller {
+            gets_in: true,
+            ..Caller::global(
+                "user with no role and no grant",
+                Some(login(auth, "no-role", "no-role-password").await),
+                None,
+                "no-role",
+            )
+        },
+        Caller::granted("workload matched by a grant only, edit on t1", ci, None, Edit, Some(Edit), "admin"),
+    ]
 }
 
 /// The concrete URI of a route, with its parameters filled for `user`.
@@ -198,7 +335,7 @@ async fn every_route_answers_every_caller_as_the_matrix_says() {
     let h = harness().await;
     // A control-plane group and machine, so that the client and machine
     // configs of t1 can be built and only the caller decides the answer.
-    let tenant = r#"{"metadata":{"name":"t1"},"spec":{"kubernetesVersion":"1.31.0",
+    let tenant = r#"{"metadata":{"name":"t1","labels":{"team":"a"}},"spec":{"kubernetesVersion":"1.31.0",
         "controlPlaneEndpoint":"https://10.0.0.1:6443","nodeGroups":[
         {"name":"cp","role":"controlplane","count":1,"providerClass":"metal:m",
          "providerConfig":{"hosts":[{"address":"10.0.0.1"}]}}]}}"#;
@@ -221,29 +358,46 @@ async fn every_route_answers_every_caller_as_the_matrix_says() {
             let reply = h.send_as(request(route, caller)).await;
             let what = format!("{} {} as {}", route.method, route.path, caller.label);
             let status = reply.status.as_u16();
-            match (route.access, caller.role) {
+            let from_elsewhere = caller.label.starts_with("SSO") || caller.label.starts_with("workload");
+            match route.access {
                 // `/metrics` needs no token, but checks one that is sent,
                 // which would show tenant names.
-                (Access::Public, None) if route.path == "/metrics" && caller.token.is_some() => {
+                Access::Public if route.path == "/metrics" && caller.token.is_some() && !caller.gets_in => {
                     reply.error(401, "Unauthorized");
                 }
-                (Access::Public, _) => assert!(status != 401 && status != 403, "{what}: {status}"),
-                (Access::Requires(_), None) => {
+                Access::Public => assert!(status != 401 && status != 403, "{what}: {status}"),
+                _ if !caller.gets_in => {
                     reply.error(401, "Unauthorized");
                 }
-                (Access::Requires(_), Some(role))
-                    if (caller.label.starts_with("SSO") || caller.label.starts_with("workload"))
+                Access::Requires(_)
+                    if from_elsewhere
                         && route.path.starts_with("/users/{name}/tokens")
-                        && role != UserRole::Admin =>
+                        && caller.role != Some(UserRole::Admin) =>
                 {
                     let message = reply.error(403, "Forbidden");
                     assert!(message.contains("local users"), "{what}: {message}");
                 }
-                (Access::Requires(permission), Some(role)) if !permission.allows(role) => {
+                Access::Requires(permission) if !permission.allows_global(caller.role) => {
                     let message = reply.error(403, "Forbidden");
-                    assert!(message.contains(role.as_str()), "{what}: {message}");
+                    assert!(message.contains(UserRole::global_name(caller.role)), "{what}: {message}");
                 }
-                (Access::Requires(_), Some(_)) => {
+                Access::OnTenants(permission)
+                    if !permission.allows_global(caller.role)
+                        && !caller.granted.is_some_and(|role| permission.allows(role)) =>
+                {
+                    let message = reply.error(403, "Forbidden");
+                    assert!(message.contains(UserRole::global_name(caller.role)), "{what}: {message}");
+                }
+                Access::OnTenant(_) if caller.on_t1.is_none() => {
+                    let message = reply.error(404, "NotFound");
+                    assert_eq!(message, "tenant \"t1\" not found", "{what}: as a tenant that does not exist");
+                }
+                Access::OnTenant(permission) if !caller.on_t1.is_some_and(|role| permission.allows(role)) => {
+                    let message = reply.error(403, "Forbidden");
+                    let role = caller.on_t1.map(UserRole::as_str).unwrap_or_default();
+                    assert!(message.contains(role), "{what}: the role on t1 is named: {message}");
+                }
+                access => {
                     let body = reply.json();
                     assert!(!matches!(status, 401 | 403 | 405 | 500..), "{what}: {status} {body}");
                     let document = ["/kubeconfig", "/talosconfig", "/secrets", "/config"];
@@ -252,6 +406,16 @@ async fn every_route_answers_every_caller_as_the_matrix_says() {
                     }
                     let unrouted = body["error"].as_str().is_some_and(|e| e.starts_with("no route"));
                     assert!(!unrouted, "{what}: the route is not served: {body}");
+                    // The lists across tenants hold what there is of t1
+                    // (one tenant, machine, projected item, health) for a
+                    // caller that sees t1, and nothing for one that does not.
+                    if matches!(access, Access::OnTenants(_)) && route.method == "GET" {
+                        let count = body["total"]
+                            .as_u64()
+                            .or_else(|| body["tenants"].as_array().map(|all| all.len() as u64));
+                        let expected = u64::from(caller.on_t1.is_some());
+                        assert_eq!(count, Some(expected), "{what}: lists hold the tenants it sees: {body}");
+                    }
                 }
             }
         }

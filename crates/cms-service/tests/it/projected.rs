@@ -33,5 +33,9 @@ async fn projected_is_unavailable_until_recorded() {
     assert_eq!(machines["items"].as_array().map(Vec::len), Some(1), "{machines}");
     assert_eq!(machines["items"][0]["tfType"], "terraform_data");
     let none = h.get("/api/v1/tenants/t1/projected/network").await.json();
-    assert_eq!(none, json!({"items": []}));
+    assert_eq!(none, json!({"items": [], "total": 0}));
+    let page = h.get("/api/v1/projected?limit=1&offset=1").await.json();
+    assert_eq!(page["total"], 2, "{page}");
+    assert_eq!(page["items"][0]["name"], "w-0", "sorted by name, the second of two: {page}");
+    h.get("/api/v1/projected?limit=abc").await.error(400, "BadRequest");
 }

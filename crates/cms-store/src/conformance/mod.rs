@@ -9,6 +9,7 @@ mod limits;
 mod patch_refs;
 mod resources;
 mod secrets;
+mod selections;
 mod watch;
 
 use std::sync::Arc;
@@ -32,8 +33,10 @@ macro_rules! conformance_suite {
             node_group_resources_are_tenant_spec, tenant_update_replaces_groups,
             tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
             watch_resumes_from_log, long_replays_come_in_pages, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
-            reopen_sees_everything, projections,
+            one_object_watches_resume_past_compaction, one_object_watches_burst_and_follow_that_object,
+            reopen_sees_everything, projections, selections_count_and_page_the_matches,
             users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value,
+            grants_lifecycle, concurrent_grant_updates_have_one_winner,
             secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,
             sealed_blobs_page_and_swap_only_when_unchanged,
             leases_are_exclusive, leases_expire_and_are_taken_over, fenced_writes_need_the_lease,
@@ -61,6 +64,7 @@ pub use limits::*;
 pub use patch_refs::*;
 pub use resources::*;
 pub use secrets::*;
+pub use selections::*;
 pub use watch::*;
 
 /// A fresh SQLite database in a directory of its own, for

@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use super::{event_of, next_event, open, open_with, tenant_draft};
-use crate::api::{Draft, EventType, Key, Store, WatchItem};
+use crate::api::{Draft, EventType, Key, Store, WatchItem, WatchRequest};
 use crate::error::StoreError;
 use crate::sql::StoreOptions;
 
@@ -109,4 +109,82 @@ pub async fn slow_watchers_are_cut_off(url: &str) {
         }
     }
     assert!(saw_lag, "a watcher that does not read is disconnected");
+}
+
+/// A watch of one object resumes past a compacted log when that object has
+/// not changed since its resume point, on this replica and on one that
+/// loads the store afresh; the object's own compacted changes are still 410.
+pub async fn one_object_watches_resume_past_compaction(url: &str) {
+    let store = open_with(url, StoreOptions { event_retention: 5, ..StoreOptions::new(url) }).await;
+    let (quiet, busy) = (Key::tenant("quiet"), Key::tenant("busy"));
+    store.create(quiet.clone(), tenant_draft("1.31.0", None)).await.expect("quiet");
+    store.create(busy.clone(), tenant_draft("1.31.0", None)).await.expect("busy");
+    let mark = store.revision();
+    for version in 1..=20 {
+        let draft = tenant_draft(&format!("1.31.{version}"), None);
+        store.update(busy.clone(), draft, version).await.expect("busy update");
+    }
+    let gone = store.watch(Kind::Tenant, Some(mark)).await.err();
+    assert!(matches!(gone, Some(StoreError::Gone { .. })), "the whole kind's log is compacted: {gone:?}");
+    let busy_gone = store.watch_with(WatchRequest::only(busy.clone()).since(Some(mark))).await.err();
+    assert!(matches!(busy_gone, Some(StoreError::Gone { .. })), "busy's own changes are gone: {busy_gone:?}");
+
+    // A fresh replica loads each object's last change from the database.
+    let reopened = open_with(url, StoreOptions { event_retention: 5, ..StoreOptions::new(url) }).await;
+    for replica in [&store, &reopened] {
+        let request = WatchRequest::only(quiet.clone()).since(Some(mark)).with_progress();
+        let mut watch = replica.watch_with(request).await.expect("quiet resumes");
+        assert_eq!(next_event(&mut watch).await, WatchItem::Synced(replica.revision()), "nothing to replay");
+    }
+
+    let request = WatchRequest::only(quiet.clone()).since(Some(mark)).with_progress();
+    let mut watch = store.watch_with(request).await.expect("quiet resumes");
+    assert_eq!(next_event(&mut watch).await, WatchItem::Synced(store.revision()));
+    store.update(busy.clone(), tenant_draft("1.32.0", None), 21).await.expect("busy");
+    assert_eq!(next_event(&mut watch).await, WatchItem::Synced(store.revision()), "progress past busy");
+    store.update(quiet.clone(), tenant_draft("1.31.9", None), 1).await.expect("quiet");
+    let (event_type, name, revision) = event_of(next_event(&mut watch).await);
+    assert_eq!((event_type, name.as_str(), revision), (EventType::Modified, "quiet", store.revision()));
+
+    // Resumed from before that change, it is replayed from the log, even
+    // from before the compaction: the change follows one at `mark`.
+    for from in [revision - 1, mark] {
+        let mut replayed =
+            store.watch_with(WatchRequest::only(quiet.clone()).since(Some(from))).await.expect("replay");
+        let expected = (EventType::Modified, "quiet".to_string(), revision);
+        assert_eq!(event_of(next_event(&mut replayed).await), expected, "from {from}");
+    }
+    // Two changes, the first compacted: its resume would miss it.
+    store.update(quiet.clone(), tenant_draft("1.31.10", None), 2).await.expect("quiet");
+    for version in 22..=30 {
+        let draft = tenant_draft(&format!("1.32.{version}"), None);
+        store.update(busy.clone(), draft, version).await.expect("busy update");
+    }
+    let gone = store.watch_with(WatchRequest::only(quiet.clone()).since(Some(mark))).await.err();
+    assert!(matches!(gone, Some(StoreError::Gone { .. })), "a change of quiet was compacted: {gone:?}");
+}
+
+/// A fresh watch of one object opens with that object alone, and follows
+/// only its changes; a watch without progress reports none.
+pub async fn one_object_watches_burst_and_follow_that_object(url: &str) {
+    let store = open(url).await;
+    for name in ["a", "b", "c"] {
+        store.create(Key::tenant(name), tenant_draft("1.31.0", None)).await.expect("create");
+    }
+    let mut watch = store.watch_with(WatchRequest::only(Key::tenant("b"))).await.expect("watch b");
+    assert_eq!(event_of(next_event(&mut watch).await).1, "b");
+    assert_eq!(next_event(&mut watch).await, WatchItem::Synced(store.revision()));
+    store.update(Key::tenant("a"), tenant_draft("1.31.1", None), 1).await.expect("a");
+    store.delete(Key::tenant("b")).await.expect("b");
+    let (event_type, name, _) = event_of(next_event(&mut watch).await);
+    assert_eq!((event_type, name.as_str()), (EventType::Modified, "b"), "a's change is left out");
+
+    let mut missing = store.watch_with(WatchRequest::only(Key::tenant("later"))).await.expect("watch later");
+    assert_eq!(next_event(&mut missing).await, WatchItem::Synced(store.revision()), "an empty burst");
+    store.create(Key::tenant("later"), tenant_draft("1.31.0", None)).await.expect("later");
+    assert_eq!(event_of(next_event(&mut missing).await).0, EventType::Added);
+
+    let refused =
+        store.watch_with(WatchRequest { kind: Kind::Machine, ..WatchRequest::only(Key::tenant("a")) });
+    assert!(matches!(refused.await.err(), Some(StoreError::Refused(_))), "the object must be of the kind");
 }

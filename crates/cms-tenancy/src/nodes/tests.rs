@@ -63,3 +63,30 @@ async fn a_host_without_a_config_is_asked_in_maintenance_mode_first() {
     nodes.apply_config(&node(), "version: v1alpha1\n", false).await.expect("applied the tenant's way");
     assert_eq!(*seen.lock().unwrap(), vec![true, false], "then the tenant's way, which checks the node");
 }
+
+fn silent(_maintenance: bool) -> Result<ApplyOutcome, NodeApiError> {
+    Err(NodeApiError::Stalled { endpoint: "10.0.0.5:50000".into(), after: Duration::from_secs(5) })
+}
+
+#[tokio::test]
+async fn a_host_reached_neither_way_is_unreachable_and_says_so_once() {
+    let (nodes, _) = client(silent);
+    let err = nodes.apply_config(&node(), "version: v1alpha1\n", false).await.expect_err("no answer");
+    assert!(err.is_unreachable(), "{err}");
+    let summary = err.summary();
+    assert_eq!(summary, "10.0.0.5:50000 stalled: nothing moved for 5s");
+
+    // A node that answered one way was reached: both ways are named.
+    let (nodes, _) = client(|maintenance| if maintenance { refused(true) } else { silent(false) });
+    let err = nodes.apply_config(&node(), "version: v1alpha1\n", false).await.expect_err("refused");
+    assert!(!err.is_unreachable(), "{err}");
+    let summary = err.summary();
+    assert!(
+        summary.starts_with("in maintenance mode: node \"m-1\" reported: tls: bad certificate; "),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("with the tenant's credentials: 10.0.0.5:50000 stalled: nothing moved for 5s"),
+        "{summary}"
+    );
+}
