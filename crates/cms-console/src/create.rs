@@ -95,7 +95,8 @@ pub(crate) async fn submit(console: &Console, request: &Request) -> Outcome {
     let outcome = match tenant(&form) {
         Err(field) => Ok(render(&session, StatusCode::UNPROCESSABLE_ENTITY, &form, Some(&field))),
         Ok(tenant)
-            if let Some(message) = session.refusal_on(Permission::Write, &name, &tenant.metadata.labels) =>
+            if let Some(message) =
+                session.refusal_on_create(console.store().as_ref(), &name, &tenant.metadata.labels) =>
         {
             Ok(render(&session, StatusCode::FORBIDDEN, &form, Some(&FieldError::new(NAME.path, message))))
         }

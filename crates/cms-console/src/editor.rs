@@ -150,8 +150,11 @@ pub(crate) async fn create(console: &Console, request: &Request) -> Outcome {
     let outcome = match parse(text) {
         Err(refusal) => refused(StatusCode::UNPROCESSABLE_ENTITY, refusal),
         Ok(tenant)
-            if let Some(message) =
-                session.refusal_on(Permission::Write, &tenant.metadata.name, &tenant.metadata.labels) =>
+            if let Some(message) = session.refusal_on_create(
+                console.store().as_ref(),
+                &tenant.metadata.name,
+                &tenant.metadata.labels,
+            ) =>
         {
             refused(StatusCode::FORBIDDEN, Refusal::Field(FieldError::new("metadata.name", message)))
         }

@@ -97,6 +97,28 @@ impl Session {
         }
     }
 
+    /// [`Session::refusal_on`] for a create: also refused, in the same
+    /// words, when a tenant of that name exists that the caller may not see,
+    /// so that the form's conflict never tells a hidden tenant's name.
+    pub(crate) fn refusal_on_create(
+        &self,
+        store: &dyn cms_store::Store,
+        name: &str,
+        labels: &cms_auth::Labels,
+    ) -> Option<String> {
+        let refusal = self.refusal_on(Permission::Write, name, labels);
+        if refusal.is_some() || self.caller.holds_everywhere(Permission::Read) {
+            return refusal;
+        }
+        let existing = store.get(&cms_store::Key::tenant(name))?;
+        self.caller.role_on_tenant(&existing).is_none().then(|| {
+            format!(
+                "None of your grants lets you {} on a tenant named {name:?} with these labels.",
+                Permission::Write.action()
+            )
+        })
+    }
+
     /// On a tenant's page, the caller's role on that tenant.
     pub(crate) fn tenant_role(&self) -> Result<UserRole, Refused> {
         self.tenant_role.ok_or_else(|| {

@@ -59,7 +59,12 @@ pub(crate) async fn create(
     let tenant: Tenant = body.parse()?;
     crate::audit::note_created(&req, &tenant.metadata.name);
     let caller = crate::auth::caller(&req)?;
-    visibility::require_on_new(&caller, Permission::Write, &tenant.metadata.name, &tenant.metadata.labels)?;
+    visibility::require_on_create(
+        state.store().as_ref(),
+        &caller,
+        &tenant.metadata.name,
+        &tenant.metadata.labels,
+    )?;
     let object = state.tenancy.create_tenant(tenant).await?;
     Ok(reply::object(StatusCode::CREATED, &object))
 }

@@ -73,12 +73,37 @@ pub(crate) fn require_on_new(
     }
     match caller.role_on(name, labels) {
         Some(role) if permission.allows(role) => Ok(()),
-        role => Err(ApiError::Forbidden(format!(
-            "role {} may not {} on a tenant named {name:?} with these labels: no grant of the caller covers it",
-            UserRole::global_name(role),
-            permission.action()
-        ))),
+        role => Err(refused_on_new(role, permission, name)),
     }
+}
+
+/// [`require_on_new`] for a create: also refused, with the same 403, when a
+/// tenant of that name exists that the caller may not see, so that its 409
+/// never tells a hidden tenant's name.
+pub(crate) fn require_on_create(
+    store: &dyn Store,
+    caller: &Caller,
+    name: &str,
+    labels: &cms_auth::Labels,
+) -> Result<(), ApiError> {
+    require_on_new(caller, Permission::Write, name, labels)?;
+    if caller.holds_everywhere(Permission::Read) {
+        return Ok(());
+    }
+    match store.get(&cms_store::Key::tenant(name)) {
+        Some(existing) if caller.role_on_tenant(&existing).is_none() => {
+            Err(refused_on_new(caller.role_on(name, labels), Permission::Write, name))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn refused_on_new(role: Option<UserRole>, permission: Permission, name: &str) -> ApiError {
+    ApiError::Forbidden(format!(
+        "role {} may not {} on a tenant named {name:?} with these labels: no grant of the caller covers it",
+        UserRole::global_name(role),
+        permission.action()
+    ))
 }
 
 /// `caller`'s role on tenant `name`, which the route's guard let it reach;

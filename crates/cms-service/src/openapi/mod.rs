@@ -303,7 +303,7 @@ fn query_parameters(query: Query) -> Vec<Parameter> {
                  one tenant resumes as long as that tenant's own changes since are in the log.",
                 ObjectBuilder::new()
                     .schema_type(Type::String)
-                    .pattern(Some("^metadata\\.name==?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"))
+                    .pattern(Some("^(metadata\\.name==?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$"))
                     .examples([json!("metadata.name=acme")])
                     .into(),
             ),
@@ -342,6 +342,16 @@ fn success(doc: &Doc) -> Response {
     };
     let builder = ResponseBuilder::new().description(description);
     let string = || -> Schema { ObjectBuilder::new().schema_type(Type::String).into() };
+    // One server-sent event as a client parses it: its `data` (a
+    // `WatchEvent`'s JSON) and, on live events, its `id`.
+    let event = || -> Schema {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("data", string())
+            .property("id", string())
+            .property("event", string())
+            .into()
+    };
     let builder = match doc.success {
         Success::Json(schema) => {
             builder.content("application/json", ContentBuilder::new().schema(Some(reference(schema))).build())
@@ -351,7 +361,7 @@ fn success(doc: &Doc) -> Response {
             .content(
                 "text/event-stream",
                 ContentBuilder::new()
-                    .schema(Some(string()))
+                    .schema(Some(event()))
                     .description(Some(
                         "With `watch=true`: `data: <WatchEvent>` frames, each followed by `id: <revision>`.",
                     ))
@@ -362,7 +372,7 @@ fn success(doc: &Doc) -> Response {
             .content(
                 "text/event-stream",
                 ContentBuilder::new()
-                    .schema(Some(string()))
+                    .schema(Some(event()))
                     .description(Some(
                         "With `watch=true`: the tenant's `data: <WatchEvent>` frames, as \
                          `GET /tenants?watch=true&fieldSelector=metadata.name=NAME`.",

@@ -59,6 +59,11 @@ impl WatchFilter {
             && self.predicate.is_none()
     }
 
+    /// Whether the caller may see `object` at all, whatever it selected.
+    pub(crate) fn visible(&self, object: &Object) -> bool {
+        self.predicate.as_ref().is_none_or(|predicate| predicate(object))
+    }
+
     /// Whether `object` passes every rule.
     pub(crate) fn matches(&self, object: &Object) -> bool {
         if self.name.as_ref().is_some_and(|name| *name != object.key.name) {
@@ -69,7 +74,7 @@ impl WatchFilter {
         {
             return false;
         }
-        self.predicate.as_ref().is_none_or(|predicate| predicate(object))
+        self.visible(object)
     }
 }
 
@@ -97,7 +102,8 @@ pub(crate) fn field_selector(raw: &str) -> Result<Option<String>, ApiError> {
             "fieldSelector {shown:?} is not supported: only metadata.name=NAME (or metadata.name==NAME) is"
         ))
     };
-    let text = raw.trim();
+    // Empty is no selector, as in Kubernetes; nothing else is trimmed.
+    let text = raw;
     if text.is_empty() {
         return Ok(None);
     }
@@ -146,6 +152,12 @@ impl Shown {
             None if self.resumed => None,
             None => Some(false),
         };
+        // An object the client never held and may not see at all (another
+        // team's tenant, to a caller with grants) is never sent: not even
+        // as a delete, which would carry it whole.
+        if holds.is_none() && !filter.visible(object) {
+            return None;
+        }
         if event_type == EventType::Deleted {
             self.known.remove(key);
             return match holds {
@@ -216,6 +228,20 @@ mod tests {
         let sent: Vec<Option<EventType>> =
             events.iter().map(|(event_type, object)| shown.decide(filter, *event_type, object)).collect();
         assert_eq!(sent, expected, "{filter:?}, resumed: {resumed}");
+    }
+
+    #[test]
+    fn a_resumed_stream_never_sends_what_the_caller_may_not_see() {
+        let hidden = || tenant("b", &[("team", "blue")]);
+        let mine = || tenant("a", &[("team", "red")]);
+        let predicate: Predicate = Arc::new(|object: &Object| object.key.name == "a");
+        let filter = WatchFilter::default().with_predicate(predicate);
+        check(
+            &filter,
+            true,
+            &[(Modified, hidden()), (Deleted, hidden()), (Added, hidden()), (Modified, mine())],
+            &[None, None, None, Some(Modified)],
+        );
     }
 
     #[test]
