@@ -90,10 +90,7 @@ impl Session {
         }
         match self.caller.role_on(name, labels) {
             Some(role) if permission.allows(role) => None,
-            _ => Some(format!(
-                "None of your grants lets you {} on a tenant named {name:?} with these labels.",
-                permission.action()
-            )),
+            _ => Some(uncovered(permission, name)),
         }
     }
 
@@ -111,12 +108,7 @@ impl Session {
             return refusal;
         }
         let existing = store.get(&cms_store::Key::tenant(name))?;
-        self.caller.role_on_tenant(&existing).is_none().then(|| {
-            format!(
-                "None of your grants lets you {} on a tenant named {name:?} with these labels.",
-                Permission::Write.action()
-            )
-        })
+        self.caller.role_on_tenant(&existing).is_none().then(|| uncovered(Permission::Write, name))
     }
 
     /// On a tenant's page, the caller's role on that tenant.
@@ -193,6 +185,15 @@ fn tenant_of(path: &str) -> Option<&str> {
     segments.next().filter(|name| !name.is_empty() && *name != "new")
 }
 
+/// Why a grant's holder may not give a tenant named `name` the change
+/// `permission` needs; the same words whether or not such a tenant exists.
+fn uncovered(permission: Permission, name: &str) -> String {
+    format!(
+        "None of your grants lets you {} on a tenant named {name:?} with these labels.",
+        permission.action()
+    )
+}
+
 /// The session and the fields of a posted form, checked in order: the
 /// session, the form token, then `permission`, which is the permission of
 /// the API's route for the same change.
@@ -210,7 +211,7 @@ pub(crate) async fn posted(
 
 /// As [`posted`], for a form that creates a tenant: `permission` is needed
 /// on some tenant ([`Session::require_somewhere`]); the form then checks
-/// that the caller holds it on the tenant it creates ([`Session::covers`]).
+/// that the caller holds it on the tenant it creates ([`Session::refusal_on`]).
 pub(crate) async fn posted_somewhere(
     console: &Console,
     request: &Request,
