@@ -303,7 +303,9 @@
 
   // The backups page: the restore line follows the tenant's Restoring
   // condition; the list itself is what the page read.
-  function backupsSection(section) {
+  // Calls `update` with each change of the section's tenant after the
+  // revision the page was read at; a deletion is told instead.
+  function followTenant(section, update) {
     var name = section.getAttribute("data-tenant");
     var url = "/events?tenant=" + encodeURIComponent(name) +
       "&since=" + encodeURIComponent(section.getAttribute("data-revision"));
@@ -315,22 +317,18 @@
         notify("This tenant has been deleted.", "Back to the tenants", "/");
         return;
       }
+      update(tenant);
+    });
+  }
+
+  function backupsSection(section) {
+    followTenant(section, function (tenant) {
       followRestoring(tenant.conditions);
     });
   }
 
   function tenantSection(section) {
-    var name = section.getAttribute("data-tenant");
-    var url = "/events?tenant=" + encodeURIComponent(name) +
-      "&since=" + encodeURIComponent(section.getAttribute("data-revision"));
-    listen(url, function (tenant) {
-      if (tenant.name !== name) {
-        return;
-      }
-      if (tenant.type === "DELETED") {
-        notify("This tenant has been deleted.", "Back to the tenants", "/");
-        return;
-      }
+    followTenant(section, function (tenant) {
       var phase = document.getElementById("phase");
       setText(phase, tenant.phase);
       if (phase) {
