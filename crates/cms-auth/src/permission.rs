@@ -31,6 +31,11 @@ pub enum Permission {
     /// Restore a tenant's etcd from a backup, which replaces the cluster's
     /// state, or delete a backup; both lose what cannot be got back.
     RestoreBackup,
+    /// Read a machine's service logs and kernel log, or a tenant's support
+    /// bundle; logs can hold secrets, so every read is audited.
+    ReadLogs,
+    /// Release a tenant's tool state lock by hand (break-glass).
+    ReleaseStateLock,
 }
 
 const ALL: &[UserRole] = &[UserRole::View, UserRole::Edit, UserRole::Admin];
@@ -54,6 +59,8 @@ const MATRIX: &[(Permission, &[UserRole])] = &[
     (Permission::OwnTokens, ALL),
     (Permission::ReadAudit, ADMINS),
     (Permission::RestoreBackup, ADMINS),
+    (Permission::ReadLogs, EDITORS),
+    (Permission::ReleaseStateLock, ADMINS),
 ];
 
 /// What a caller with no global role holds beside what its grants give it
@@ -62,7 +69,7 @@ const WITHOUT_ROLE: &[Permission] = &[Permission::OwnTokens];
 
 impl Permission {
     /// Every permission.
-    pub const ALL: [Permission; 12] = [
+    pub const ALL: [Permission; 14] = [
         Permission::Read,
         Permission::ReadClientConfig,
         Permission::ReadMachineConfig,
@@ -75,6 +82,8 @@ impl Permission {
         Permission::OwnTokens,
         Permission::ReadAudit,
         Permission::RestoreBackup,
+        Permission::ReadLogs,
+        Permission::ReleaseStateLock,
     ];
 
     /// Whether `role` holds this permission.
@@ -112,6 +121,8 @@ impl Permission {
             Permission::OwnTokens => "manage its tokens",
             Permission::ReadAudit => "read the audit log",
             Permission::RestoreBackup => "restore or delete tenant backups",
+            Permission::ReadLogs => "read machine logs",
+            Permission::ReleaseStateLock => "release tool state locks",
         }
     }
 }
@@ -134,10 +145,10 @@ mod tests {
         let view: Vec<_> = Permission::ALL.into_iter().filter(|p| p.allows(UserRole::View)).collect();
         assert_eq!(view, [Read, ReadClientConfig, OwnTokens]);
         let edit: Vec<_> = Permission::ALL.into_iter().filter(|p| p.allows(UserRole::Edit)).collect();
-        assert_eq!(edit, [Read, ReadClientConfig, ReadMachineConfig, Write, Delete, OwnTokens]);
+        assert_eq!(edit, [Read, ReadClientConfig, ReadMachineConfig, Write, Delete, OwnTokens, ReadLogs]);
         let none: Vec<_> = Permission::ALL.into_iter().filter(|p| p.allows_global(None)).collect();
         assert_eq!(none, [OwnTokens], "with no global role, only one's own tokens");
         let granted: Vec<_> = Permission::ALL.into_iter().filter(|p| p.grantable()).collect();
-        assert_eq!(granted, [Read, ReadClientConfig, ReadMachineConfig, Write, Delete, OwnTokens]);
+        assert_eq!(granted, [Read, ReadClientConfig, ReadMachineConfig, Write, Delete, OwnTokens, ReadLogs]);
     }
 }
