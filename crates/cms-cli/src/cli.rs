@@ -77,8 +77,16 @@ pub(crate) enum Command {
     Talosconfig(DownloadArgs),
     /// Download a tenant's Talos secrets bundle (admins only)
     Secrets(DownloadArgs),
+    /// Download a tenant's support bundle: resources, node logs, Kubernetes events, tool output (no secrets)
+    Support(crate::support::SupportArgs),
+    /// Show a service's log on a machine's node (editors and admins)
+    Logs(crate::logs::LogsArgs),
+    /// Show the kernel log of a machine's node (editors and admins)
+    Dmesg(crate::logs::DmesgArgs),
     /// Probe the health of one tenant's cluster, or of every tenant's
     Health(HealthArgs),
+    /// Release a tenant's tool state lock left by a holder that is gone (admins only)
+    Unlock(crate::unlock::UnlockArgs),
     /// A tenant's etcd backups: take, list, download, restore, delete
     #[command(subcommand)]
     Backup(BackupCommand),

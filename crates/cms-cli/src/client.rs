@@ -174,7 +174,7 @@ fn parse<T: DeserializeOwned>(response: Response, path: &str) -> Result<T> {
 }
 
 /// The `filename` of a `Content-Disposition` header.
-fn disposition_file_name(header: &str) -> Option<String> {
+pub(crate) fn disposition_file_name(header: &str) -> Option<String> {
     let start = header.find("filename=")? + "filename=".len();
     let name = header[start..].split(';').next()?.trim().trim_matches('"');
     // A file name from the server never chooses a folder.

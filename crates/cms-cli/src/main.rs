@@ -18,13 +18,16 @@ mod grants;
 mod health;
 mod kinds;
 mod kubeconfig;
+mod logs;
 mod output;
 mod reflector;
 mod sse;
 mod sso;
+mod support;
 #[cfg(test)]
 mod table_snapshots;
 mod tables;
+mod unlock;
 mod version;
 mod wait;
 mod watch;
@@ -70,8 +73,12 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Kubeconfig(args) => downloads::kubeconfig(&client, args),
         Command::Talosconfig(args) => downloads::talosconfig(&client, args),
         Command::Secrets(args) => downloads::secrets(&client, args),
+        Command::Support(args) => support::support(&client, args),
+        Command::Logs(args) => logs::logs(&client, args),
+        Command::Dmesg(args) => logs::dmesg(&client, args),
         Command::Machine(MachineCommand::Config(args)) => downloads::machine_config(&client, args),
         Command::Health(args) => health::health(&client, args.tenant.as_deref(), format),
+        Command::Unlock(args) => unlock::unlock(&client, args, format),
         Command::Backup(command) => backups::backup(&client, command, format),
         Command::Users(command) => accounts::users(&client, command, format),
         Command::Tokens(command) => accounts::tokens(&client, command, &resolved, format),

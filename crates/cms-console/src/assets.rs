@@ -1,4 +1,4 @@
-//! The script and the stylesheet, embedded in the binary and served under
+//! The scripts and the stylesheet, embedded in the binary and served under
 //! names that carry the first eight hex digits of their SHA-256
 //! (`/assets/console.<hash8>.js`), computed once on first use. A changed
 //! file gets a new name, so browsers may keep each one for a year without
@@ -32,11 +32,13 @@ impl Asset {
     }
 }
 
-/// The script and the stylesheet, in that order.
-static ASSETS: LazyLock<[Asset; 2]> = LazyLock::new(|| {
+/// The script, the stylesheet and the machine page's logs panel script, in
+/// that order.
+static ASSETS: LazyLock<[Asset; 3]> = LazyLock::new(|| {
     [
         Asset::new("console", "js", "text/javascript; charset=utf-8", include_bytes!("../assets/console.js")),
         Asset::new("console", "css", "text/css; charset=utf-8", include_bytes!("../assets/console.css")),
+        Asset::new("logs", "js", "text/javascript; charset=utf-8", include_bytes!("../assets/logs.js")),
     ]
 });
 
@@ -48,6 +50,11 @@ pub(crate) fn script_path() -> String {
 /// The path of the stylesheet.
 pub(crate) fn style_path() -> String {
     ASSETS[1].path()
+}
+
+/// The path of the machine page's logs panel script.
+pub(crate) fn logs_script_path() -> String {
+    ASSETS[2].path()
 }
 
 /// `GET /assets/{file}`: the file, cached for a year; `404` for a name that

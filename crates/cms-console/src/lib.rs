@@ -21,7 +21,9 @@
 //! `actions.rs`: scale and delete; `upgrade.rs`: the rolling procedures
 //! and resuming a paused one; `machines.rs`: the machines, those that need
 //! an operator, and confirming a replaced host; `probe.rs`: the health
-//! line; `projected.rs`: the projected state), `create.rs`, `downloads.rs`, and
+//! line; `projected.rs`: the projected state), `machine.rs` (one machine,
+//! with its logs panel; `logs.rs`, with `logs/`: a machine's log streamed
+//! from its node), `create.rs`, `downloads.rs`, and
 //! `events.rs`, the live updates. `backups.rs` (with `backups/`): a
 //! tenant's etcd backups, taken, downloaded, restored and deleted through
 //! `cms_backup::Backups`, as the API's backup routes do. The account pages: `audit.rs`, the
@@ -47,6 +49,8 @@ mod form;
 mod grants;
 mod layout;
 mod login;
+mod logs;
+mod machine;
 mod machines;
 mod patches;
 mod probe;
@@ -77,7 +81,7 @@ use cms_auth::Authenticator;
 use cms_backup::Backups;
 use cms_prober::Prober;
 use cms_store::Audit;
-use cms_tenancy::Tenancy;
+use cms_tenancy::{NodeClient, Tenancy};
 use futures_util::Stream;
 use tokio_util::sync::CancellationToken;
 
@@ -184,6 +188,9 @@ pub struct Console {
     backups: Option<Backups>,
     /// The backups and restores started from this console and running.
     running: backups::Running,
+    /// The machines' node API, for their logs; `None` until
+    /// [`Console::with_nodes`], when the logs panel says it is not there.
+    nodes: Option<Arc<dyn NodeClient>>,
 }
 
 impl fmt::Debug for Console {
@@ -213,12 +220,18 @@ impl Console {
             shutdown,
             backups: None,
             running: Default::default(),
+            nodes: None,
         }
     }
 
     /// The same console, serving tenants' etcd backups from `backups`.
     pub fn with_backups(self, backups: Backups) -> Console {
         Console { backups: Some(backups), ..self }
+    }
+
+    /// The same console, reading machines' logs through `nodes`.
+    pub fn with_nodes(self, nodes: Arc<dyn NodeClient>) -> Console {
+        Console { nodes: Some(nodes), ..self }
     }
 
     /// The same console with another health prober.

@@ -113,7 +113,11 @@ impl Machines<'_> {
                 tbody {
                     @for machine in self.machines {
                         tr data-machine=(machine.metadata.name) class=[needs_operator(machine).then_some("attention")] {
-                            th scope="row" .id { (machine.metadata.name) }
+                            th scope="row" .id {
+                                a href={ "/tenants/" (self.tenant) "/machines/" (machine.metadata.name) } {
+                                    (machine.metadata.name)
+                                }
+                            }
                             td .group { (machine.spec.node_group.as_deref().unwrap_or("")) }
                             td .role { (machine.role(&groups).map(|role| role.as_str()).unwrap_or("")) }
                             td .stage data-stage=(machine.status.stage) { (stage(machine)) }

@@ -9,14 +9,14 @@ use crate::reply::Outcome;
 use crate::{Console, Request, Response};
 use crate::{actions, assets, create, downloads, events, login, tenant, tenants};
 use crate::{audit, grants, machines, probe, tokens, upgrade, users};
-use crate::{backups, editor, patches, sso};
+use crate::{backups, editor, logs, machine, patches, sso};
 
 /// Every path the console serves, as route patterns in the mounting
 /// server's syntax, in the order to register them (`/tenants/new` before
 /// `/tenants/{name}`). None is under `/api/v1`, and none shadows the
 /// server's own root paths (`/healthz`, `/readyz`, `/metrics`, `/version`,
 /// `/openapi.json`, `/docs`).
-pub const PATHS: [&str; 39] = [
+pub const PATHS: [&str; 41] = [
     "/",
     "/login",
     "/logout",
@@ -38,6 +38,8 @@ pub const PATHS: [&str; 39] = [
     "/tenants/{name}/configpatches/{patch}/delete",
     "/tenants/{name}/resume",
     "/tenants/{name}/probe",
+    "/tenants/{name}/machines/{id}",
+    "/tenants/{name}/machines/{id}/logs",
     "/tenants/{name}/machines/{id}/replace",
     "/tenants/{name}/backups",
     "/tenants/{name}/backups/new",
@@ -82,6 +84,8 @@ pub(crate) enum Route<'a> {
     Resume(&'a str),
     Probe(&'a str),
     ReplaceMachine(&'a str, &'a str),
+    Machine(&'a str, &'a str),
+    MachineLogs(&'a str, &'a str),
     Backups(&'a str),
     TakeBackup(&'a str),
     DownloadBackup(&'a str, &'a str),
@@ -132,6 +136,8 @@ impl<'a> Route<'a> {
             ["tenants", name, "resume"] => Route::Resume(name),
             ["tenants", name, "probe"] => Route::Probe(name),
             ["tenants", name, "machines", id, "replace"] if !id.is_empty() => Route::ReplaceMachine(name, id),
+            ["tenants", name, "machines", id] if !id.is_empty() => Route::Machine(name, id),
+            ["tenants", name, "machines", id, "logs"] if !id.is_empty() => Route::MachineLogs(name, id),
             ["tenants", name, "backups"] => Route::Backups(name),
             ["tenants", name, "backups", "new"] => Route::TakeBackup(name),
             ["tenants", name, "backups", id, action] if !id.is_empty() => match *action {
@@ -168,6 +174,8 @@ impl<'a> Route<'a> {
             | Route::Resume(name)
             | Route::Probe(name)
             | Route::ReplaceMachine(name, _)
+            | Route::Machine(name, _)
+            | Route::MachineLogs(name, _)
             | Route::Backups(name)
             | Route::TakeBackup(name)
             | Route::DownloadBackup(name, _)
@@ -240,6 +248,8 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         (Route::ReplaceMachine(name, id), &Method::POST) => {
             machines::confirm_replacement(console, request, name, id).await
         }
+        (Route::Machine(name, id), &Method::GET) => machine::page(console, request, name, id).await,
+        (Route::MachineLogs(name, id), &Method::GET) => logs::stream(console, request, name, id).await,
         (Route::Backups(name), &Method::GET) => backups::page(console, request, name).await,
         (Route::TakeBackup(name), &Method::POST) => backups::take(console, request, name).await,
         (Route::DownloadBackup(name, id), &Method::GET) => {
@@ -301,6 +311,9 @@ mod tests {
             Some(Route::ReplaceMachine("demo", "m-1"))
         );
         assert_eq!(Route::parse("/tenants/demo/machines//replace"), None);
+        assert_eq!(Route::parse("/tenants/demo/machines/m-1"), Some(Route::Machine("demo", "m-1")));
+        assert_eq!(Route::parse("/tenants/demo/machines/m-1/logs"), Some(Route::MachineLogs("demo", "m-1")));
+        assert_eq!(Route::parse("/tenants/demo/machines/"), None);
         assert_eq!(Route::parse("/tenants/demo/backups"), Some(Route::Backups("demo")));
         assert_eq!(Route::parse("/tenants/demo/backups/new"), Some(Route::TakeBackup("demo")));
         assert_eq!(

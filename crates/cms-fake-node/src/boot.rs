@@ -97,6 +97,8 @@ impl Shared {
             Some(tag) => format!("rebooting into {tag}"),
             None => "rebooting".to_string(),
         };
+        self.journal.service("machined", &why);
+        self.journal.kernel("reboot: Restarting system");
         {
             let mut boots = self.boots();
             boots.reboots.push(now);
@@ -140,6 +142,7 @@ impl Shared {
             }
             behaviour.hostname.clone()
         };
+        self.log_boot();
         self.etcd.started(&hostname);
         if let Some(config) = config.filter(|_| self.configured.load(Ordering::SeqCst)) {
             self.configured(&hostname, config.as_bytes());

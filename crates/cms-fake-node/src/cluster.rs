@@ -52,6 +52,7 @@ impl Shared {
             boots.next = Some(text);
         }
         self.configured.store(true, Ordering::SeqCst);
+        self.log_configured(control_plane);
         if control_plane {
             self.control_plane.store(true, Ordering::SeqCst);
             self.etcd.configured(hostname, self.address);
@@ -99,6 +100,10 @@ impl Shared {
             false => None,
         };
         self.etcd.bootstrap(&behaviour.hostname, self.address)?;
+        self.log_etcd(match snapshot {
+            Some(_) => "etcd bootstrapped from the recovered snapshot",
+            None => "etcd bootstrapped: a new cluster",
+        });
         if let Some(snapshot) = snapshot {
             self.etcd.restored(snapshot);
         }
@@ -147,6 +152,7 @@ impl Shared {
 
     pub(crate) fn leave(&self, behaviour: &Behaviour) -> Result<EtcdLeaveClusterResponse, Status> {
         self.etcd.leave(&behaviour.hostname)?;
+        self.log_etcd("etcd member left the cluster");
         Ok(EtcdLeaveClusterResponse { messages: vec![EtcdLeaveCluster { metadata: metadata(behaviour) }] })
     }
 
@@ -164,6 +170,9 @@ impl Shared {
     /// CA of its own: a graceful reset leaves etcd first; an ungraceful one
     /// of a member leaves a member that no longer answers.
     pub(crate) fn reset(&self, behaviour: &Behaviour, graceful: bool) -> ResetResponse {
+        self.journal
+            .service("machined", &format!("reset request received (graceful: {graceful}): wiping disks"));
+        self.journal.service("machined", "entering maintenance mode: waiting for a machine config");
         self.configured.store(false, Ordering::SeqCst);
         self.maintenance.store(true, Ordering::SeqCst);
         self.identity.serve(Serving::Maintenance);

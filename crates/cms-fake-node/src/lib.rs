@@ -82,6 +82,16 @@
 //!   `recover_etcd` starts etcd from ([`FakeEtcd::restored_from`]);
 //!   `EtcdForfeitLeadership` hands the leadership
 //!   ([`FakeEtcd::set_leader`]) to another member.
+//! - Logs (`journal.rs`, `logs.rs`): its services (machined, apid, udevd;
+//!   once configured containerd, cri and the kubelet; on a control plane
+//!   trustd and etcd) and its kernel keep logs in memory: lines on what
+//!   happens to the node (its boot, a config taken, an upgrade, a reboot,
+//!   a reset, etcd's bootstrap and leaves) and one per running service
+//!   each [`FakeNodeOptions::log_interval`]. `Logs` streams one (its last
+//!   `tail_lines`, and with `follow` what comes next), `Dmesg` the
+//!   kernel's, `ServiceList` the services with their state and health, as
+//!   Talos answers them; [`FakeNode::log`] writes a line,
+//!   [`FakeNode::log_followers`] counts the followed streams open.
 //! - [`FakeNode::calls`] lists every call that reached the service, in order,
 //!   with its method, payload, `node` metadata and time. [`Call::seq`] orders
 //!   calls across all fake nodes of one process.
@@ -103,7 +113,9 @@ mod config;
 mod etcd;
 mod identity;
 mod immediate;
+mod journal;
 mod kube;
+mod logs;
 mod node;
 pub mod proto;
 mod record;
@@ -112,6 +124,7 @@ mod snapshot;
 mod tls;
 
 pub use etcd::{FakeEtcd, FakeMember};
+pub use journal::KEPT_LINES;
 pub use kube::{FakeKube, FakeKubeNode, FakeKubeOptions, FakePod, KubeRequest, PodKind};
 pub use node::{FakeNode, FakeNodeError, FakeNodeOptions};
 pub use service::{Call, Failure, Method, Payload, Upload};

@@ -51,6 +51,10 @@ struct Args {
     /// How many bytes `EtcdSnapshot` streams.
     #[arg(long, default_value_t = 256 * 1024)]
     snapshot_size: usize,
+    /// How often each running service and the kernel write a line to
+    /// their logs, such as `1s`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    log_interval: Duration,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -68,7 +72,8 @@ async fn main() -> anyhow::Result<()> {
         .latency(args.latency)
         .upgrade_delay(args.upgrade_delay)
         .reboot_delay(args.reboot_delay)
-        .snapshot_size(args.snapshot_size);
+        .snapshot_size(args.snapshot_size)
+        .log_interval(args.log_interval);
     if let Some(message) = args.fail_upgrade {
         options = options.upgrade_failure(message);
     }

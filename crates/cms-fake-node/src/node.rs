@@ -82,6 +82,7 @@ impl FakeNodeOptions {
                 reboot_delay: Duration::from_secs(1),
                 upgrade_failure: None,
                 snapshot_size: 256 * 1024,
+                log_interval: Duration::from_secs(1),
             },
             on_call: None,
             etcd: FakeEtcd::default(),
@@ -156,6 +157,13 @@ impl FakeNodeOptions {
     /// [`crate::SNAPSHOT_CHUNK`].
     pub fn snapshot_size(mut self, size: usize) -> FakeNodeOptions {
         self.behaviour.snapshot_size = size;
+        self
+    }
+
+    /// How often each running service, and the kernel, writes a line to
+    /// its log (1 s unless set), so that a followed log sees lines arrive.
+    pub fn log_interval(mut self, interval: Duration) -> FakeNodeOptions {
+        self.behaviour.log_interval = interval;
         self
     }
 
@@ -239,7 +247,9 @@ impl FakeNode {
             hold: Mutex::new(None),
             held: Default::default(),
             recovered: Mutex::new(None),
+            journal: crate::journal::Journal::new(),
         });
+        shared.log_boot();
         if let Some(config) = &options.booted {
             let hostname = shared.behaviour().hostname.clone();
             shared.configured(&hostname, config.as_bytes());
@@ -254,7 +264,9 @@ impl FakeNode {
                 .serve_with_incoming(ReceiverStream::new(receiver))
                 .await;
         });
-        Ok(FakeNode { addr, shared, tasks: vec![accept, serve] })
+        let interval = shared.behaviour().log_interval;
+        let tick = tokio::spawn(crate::journal::tick(Arc::downgrade(&shared), interval));
+        Ok(FakeNode { addr, shared, tasks: vec![accept, serve, tick] })
     }
 
     /// The bound address; put it in a machine's `spec.managementAddress`.
@@ -329,6 +341,18 @@ impl FakeNode {
     /// configured the config's OS CA.
     pub fn server_ca(&self) -> String {
         self.shared.identity.issuer_pem()
+    }
+
+    /// Writes a line to a service's log (such as `machined`), as if the
+    /// service wrote it: a test can then find it in what `Logs` streams.
+    pub fn log(&self, service: &str, message: &str) {
+        self.shared.journal.service(service, message);
+    }
+
+    /// How many followed `Logs` and `Dmesg` streams are open now: one whose
+    /// client went away is closed.
+    pub fn log_followers(&self) -> usize {
+        self.shared.journal.followers.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Forgets the calls so far.

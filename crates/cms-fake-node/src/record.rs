@@ -32,6 +32,13 @@ impl Call {
             }),
             Payload::EtcdMemberList(request) => json!({"queryLocal": request.query_local}),
             Payload::EtcdRemoveMemberById(request) => json!({"memberId": request.member_id}),
+            Payload::Logs(request) => json!({
+                "namespace": request.namespace,
+                "id": request.id,
+                "follow": request.follow,
+                "tailLines": request.tail_lines,
+            }),
+            Payload::Dmesg(request) => json!({"follow": request.follow, "tail": request.tail}),
             Payload::Reset(request) => {
                 json!({"graceful": request.graceful, "reboot": request.reboot, "mode": request.mode})
             }

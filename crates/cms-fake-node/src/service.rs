@@ -40,6 +40,9 @@ pub enum Method {
     EtcdRecover,
     Reset,
     SystemStat,
+    Logs,
+    Dmesg,
+    ServiceList,
 }
 
 impl Method {
@@ -59,6 +62,9 @@ impl Method {
             Method::EtcdRecover => "EtcdRecover",
             Method::Reset => "Reset",
             Method::SystemStat => "SystemStat",
+            Method::Logs => "Logs",
+            Method::Dmesg => "Dmesg",
+            Method::ServiceList => "ServiceList",
         }
     }
 }
@@ -76,6 +82,8 @@ pub enum Payload {
     /// An `EtcdRecover` upload, recorded once it ended.
     EtcdRecover(Upload),
     Reset(ResetRequest),
+    Logs(crate::proto::machine::LogsRequest),
+    Dmesg(crate::proto::machine::DmesgRequest),
 }
 
 /// What an `EtcdRecover` upload brought.
@@ -128,6 +136,8 @@ pub(crate) struct Behaviour {
     pub(crate) upgrade_failure: Option<String>,
     /// How many bytes `EtcdSnapshot` streams.
     pub(crate) snapshot_size: usize,
+    /// How often each running service and the kernel write a line (`journal.rs`).
+    pub(crate) log_interval: Duration,
 }
 
 /// A callback for every call as it arrives.
@@ -165,6 +175,8 @@ pub(crate) struct Shared {
     /// The SHA-256 (hex) of the last snapshot uploaded whole with
     /// `EtcdRecover`, which a recovering `Bootstrap` starts etcd from.
     pub(crate) recovered: Mutex<Option<String>>,
+    /// The services' logs and the kernel's (`journal.rs`).
+    pub(crate) journal: crate::journal::Journal,
 }
 
 impl std::fmt::Debug for Shared {
@@ -254,6 +266,7 @@ impl Shared {
         let tag = image.rsplit_once(':').map(|(_, tag)| tag.to_string()).filter(|tag| tag.starts_with('v'));
         let tag =
             tag.ok_or_else(|| Status::invalid_argument(format!("no version tag in image {image:?}")))?;
+        self.journal.service("machined", &format!("upgrade request received: installer image {image}"));
         self.reboot(delay, Some(tag));
         Ok(())
     }
@@ -381,6 +394,31 @@ impl MachineService for FakeMachineService {
     ) -> Result<Response<crate::proto::machine::SystemStatResponse>, Status> {
         let behaviour = self.shared.serve(Method::SystemStat, Payload::Empty, &request).await?;
         Ok(Response::new(self.shared.system_stat(&behaviour)))
+    }
+
+    async fn logs(
+        &self,
+        request: Request<crate::proto::machine::LogsRequest>,
+    ) -> Result<Response<crate::snapshot::Chunks>, Status> {
+        let payload = Payload::Logs(request.get_ref().clone());
+        self.shared.serve(Method::Logs, payload, &request).await?;
+        Ok(Response::new(self.shared.logs(request.get_ref())?))
+    }
+
+    async fn dmesg(
+        &self,
+        request: Request<crate::proto::machine::DmesgRequest>,
+    ) -> Result<Response<crate::snapshot::Chunks>, Status> {
+        self.shared.serve(Method::Dmesg, Payload::Dmesg(*request.get_ref()), &request).await?;
+        Ok(Response::new(self.shared.dmesg(request.get_ref())))
+    }
+
+    async fn service_list(
+        &self,
+        request: Request<()>,
+    ) -> Result<Response<crate::proto::machine::ServiceListResponse>, Status> {
+        let behaviour = self.shared.serve(Method::ServiceList, Payload::Empty, &request).await?;
+        Ok(Response::new(self.shared.service_list(&behaviour)))
     }
 
     async fn version(&self, request: Request<()>) -> Result<Response<VersionResponse>, Status> {

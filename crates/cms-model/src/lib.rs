@@ -10,7 +10,10 @@
 //! names the field; `parse.rs` tells malformed JSON (400) from JSON that
 //! breaks a rule (422); `list.rs` pages lists.
 //!
-//! `backups.rs` holds a tenant's backup schedule and what became of it.
+//! `backups.rs` holds a tenant's backup schedule and what became of it;
+//! `tool_run.rs` ([`ToolRun`]) the provisioning tool's last output of one
+//! command, as support bundles show it.
+//! `drift.rs` holds a tenant's drift policy (`spec.drift`: report or correct).
 //!
 //! `installer.rs` decides a machine's installer image ([`installer_image`]:
 //! the default, an Image Factory schematic's or a named repository, the
@@ -36,6 +39,7 @@
 mod audit;
 mod backups;
 mod config_patch;
+mod drift;
 mod grant;
 mod installer;
 mod list;
@@ -48,12 +52,14 @@ mod projected;
 mod providers;
 mod selector;
 mod tenant;
+mod tool_run;
 mod user;
 mod validate;
 
 pub use audit::{ANONYMOUS, AuditEntry, AuditOutcome, AuditRecord, AuditTarget};
 pub use backups::{Backup, BackupFailure, BackupSchedule, BackupSuccess, BackupsStatus, MAX_RETAIN};
 pub use config_patch::{ConfigPatch, ConfigPatchSpec, ConfigPatchStatus, PatchFormat, PatchTarget};
+pub use drift::{DriftMode, DriftPolicy};
 pub use grant::{
     Grant, GrantSpec, GrantStatus, MAX_GRANT_SUBJECTS, MAX_GRANT_TENANT_NAMES, MAX_SELECTOR,
     MAX_SUBJECT_NAME, Subject, SubjectKind, TenantSet,
@@ -75,8 +81,9 @@ pub use providers::{
 pub use selector::{LabelSelector, MAX_REQUIREMENTS, MAX_SELECTOR_BYTES, SelectorError};
 pub use tenant::{
     Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, EtcdMemberStatus, EtcdStatus,
-    Phase, Tenant, TenantSpec, TenantStatus,
+    Phase, RELEASE_STATE_LOCK_ANNOTATION, StateLock, Tenant, TenantSpec, TenantStatus,
 };
+pub use tool_run::{TOOL_OUTPUT_LIMIT, ToolCommand, ToolRun};
 pub use user::{
     ApiToken, ApiTokenSpec, ApiTokenStatus, LoginRequest, LoginResponse, MAX_PASSWORD_BYTES, MAX_TOKEN_HOURS,
     MIN_PASSWORD_CHARS, NO_ROLE, SsoStartRequest, SsoStartResponse, SsoTokenRequest, User, UserRole,

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::backups::{BackupSchedule, BackupsStatus};
+use crate::drift::DriftPolicy;
 use crate::installer::check_installer;
 use crate::meta::Resource;
 use crate::node_group::NodeGroupSpec;
@@ -80,6 +81,10 @@ pub struct TenantSpec {
     /// Scheduled etcd backups; none when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backups: Option<BackupSchedule>,
+    /// What the service does when the infrastructure drifted from the last
+    /// apply; `{"mode": "report"}` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftPolicy>,
 }
 
 /// A reference to a config patch of the same tenant.
@@ -145,6 +150,31 @@ pub struct TenantStatus {
     /// scheduled run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backups: Option<BackupsStatus>,
+    /// Who holds the tenant's tool state lock, and since when: written as a
+    /// run of the tool starts, cleared as it ends, so that the lock of a
+    /// replica that died with it stays visible until it is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_lock: Option<StateLock>,
+}
+
+/// The tenant annotation by which an administrator asks for its tool state
+/// lock to be released (`DELETE /tenants/{name}/state-lock`): `stale` (its
+/// holder is gone) or `force`. The replica reconciling the tenant carries it
+/// out and removes it.
+pub const RELEASE_STATE_LOCK_ANNOTATION: &str = "service.io/release-state-lock";
+
+/// The holder of a tenant's tool state lock (`docs/provisioning.md`, State
+/// locks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateLock {
+    /// The replica running the tool: `<host>/<pid>/<random>`.
+    pub holder: String,
+    /// The tool's operation: `apply` or `destroy`.
+    pub operation: String,
+    /// When the run started.
+    pub since: DateTime<Utc>,
 }
 
 /// A tenant's etcd: its members, as a control plane lists them.

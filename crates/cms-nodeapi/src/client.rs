@@ -12,6 +12,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use crate::apply::{ApplyMode, ApplyOutcome, ApplyRequest};
 use crate::error::NodeApiError;
 use crate::etcd::{self, BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest};
+use crate::logs::{self, LogStream, LogsRequest, ServiceInfo};
 use crate::proto::common::Metadata;
 use crate::proto::machine::machine_service_client::MachineServiceClient;
 use crate::proto::machine::{self, upgrade_request::RebootMode};
@@ -170,11 +171,39 @@ pub trait NodeApi: Send + Sync + 'static {
         credentials: &NodeCredentials,
         request: ResetRequest,
     ) -> Result<(), NodeApiError>;
+
+    /// `MachineService/Logs`: one of Talos's services' logs (namespace
+    /// `system`, driver `CONTAINERD`, as `talosctl logs` asks), streamed as
+    /// it arrives; with `follow`, until the caller drops the stream.
+    async fn logs(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: LogsRequest,
+    ) -> Result<LogStream, NodeApiError>;
+
+    /// `MachineService/Dmesg`: the kernel's log, streamed as it arrives;
+    /// with `follow`, until the caller drops the stream.
+    async fn dmesg(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        follow: bool,
+    ) -> Result<LogStream, NodeApiError>;
+
+    /// `MachineService/ServiceList`: the node's services, their state and health.
+    async fn service_list(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<Vec<ServiceInfo>, NodeApiError>;
 }
 
 /// The real client: one connection per call, bounded by a timeout that
 /// covers connecting, the TLS handshake and the call. A streamed transfer
-/// (a snapshot) is bounded per step instead (`snapshot.rs`).
+/// (a snapshot, a log read to its end) is bounded per step instead
+/// (`snapshot.rs`, `logs.rs`), and a followed log not at all once it
+/// started.
 #[derive(Debug, Clone)]
 pub struct TalosNodeClient {
     timeout: Duration,
@@ -408,6 +437,34 @@ impl NodeApi for TalosNodeClient {
         request: ResetRequest,
     ) -> Result<(), NodeApiError> {
         etcd::reset(self.connect(target, credentials).await?, target, request).await
+    }
+
+    async fn logs(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        request: LogsRequest,
+    ) -> Result<LogStream, NodeApiError> {
+        let client = self.connect_streaming(target, credentials).await?;
+        logs::logs(client, target, request, self.timeout).await
+    }
+
+    async fn dmesg(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+        follow: bool,
+    ) -> Result<LogStream, NodeApiError> {
+        let client = self.connect_streaming(target, credentials).await?;
+        logs::dmesg(client, target, follow, self.timeout).await
+    }
+
+    async fn service_list(
+        &self,
+        target: &NodeTarget,
+        credentials: &NodeCredentials,
+    ) -> Result<Vec<ServiceInfo>, NodeApiError> {
+        logs::service_list(self.connect(target, credentials).await?, target).await
     }
 }
 

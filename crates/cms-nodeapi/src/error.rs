@@ -70,6 +70,15 @@ impl NodeApiError {
             if status.code() == tonic::Code::InvalidArgument && status.message().contains(IMMEDIATE_REFUSAL))
     }
 
+    /// Whether the node refused a `Logs` call because it keeps no log of
+    /// that id: Talos answers `Unknown` with `log "x" was not registered`
+    /// (the in-memory logging manager of machined's
+    /// `internal/app/machined/pkg/system/logging/circular.go`).
+    pub fn is_unknown_log(&self) -> bool {
+        matches!(self, NodeApiError::Status { status, .. }
+            if status.code() == tonic::Code::Unknown && status.message().ends_with("was not registered"))
+    }
+
     /// Whether the node could not be reached: no connection (TCP or TLS)
     /// could be made, a transfer stalled, or the call got no answer in time
     /// (`Unavailable`, `DeadlineExceeded`). A node that answered, even with

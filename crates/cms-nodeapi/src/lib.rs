@@ -8,7 +8,8 @@
 //!   `EtcdStatus`, `EtcdLeaveCluster`, `EtcdRemoveMemberByID` and `Reset`;
 //!   for etcd's maintenance, `EtcdForfeitLeadership`, and `EtcdSnapshot`
 //!   and `EtcdRecover` streamed chunk by chunk as [`SnapshotStream`] and
-//!   [`UploadStream`]), mocked as `MockNodeApi` under the `testsuite`
+//!   [`UploadStream`]; to read a node's logs, `Logs` and `Dmesg` streamed
+//!   as [`LogStream`], and `ServiceList`), mocked as `MockNodeApi` under the `testsuite`
 //!   feature; [`TalosNodeClient`] is the real client.
 //! - [`NodeCredentials`]: the tenant's OS CA as the only root and a client
 //!   certificate it signs, or the insecure maintenance mode of a metal host
@@ -30,6 +31,7 @@ mod apply;
 mod client;
 mod error;
 mod etcd;
+mod logs;
 mod snapshot;
 mod target;
 mod tls;
@@ -40,6 +42,7 @@ pub use client::MockNodeApi;
 pub use client::{NodeApi, NodeVersion, TalosNodeClient, UpgradeOutcome, UpgradeRequest};
 pub use error::NodeApiError;
 pub use etcd::{BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest, WipeMode};
+pub use logs::{LogStream, LogsRequest, SYSTEM_NAMESPACE, ServiceInfo};
 pub use snapshot::{SnapshotStream, UploadStream};
 pub use target::{NODE_API_PORT, NodeTarget};
 pub use tls::{NodeCredentials, load_private_key};

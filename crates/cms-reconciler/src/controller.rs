@@ -13,18 +13,22 @@ use futures_util::StreamExt;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Action, Backoff, Context, LeaseOptions, reconcile};
+use crate::{Action, Backoff, Context, DriftOptions, LeaseOptions, reconcile};
 
 /// How the controller runs.
 #[derive(Debug, Clone, Copy)]
 pub struct ControllerOptions {
     pub concurrency: usize,
     pub backoff: Backoff,
+    /// The drift scheduler (`drift.rs`), which wakes a tenant to correct it;
+    /// off by default here (the server turns it on).
+    pub drift: DriftOptions,
 }
 
 impl Default for ControllerOptions {
     fn default() -> ControllerOptions {
-        ControllerOptions { concurrency: 4, backoff: Backoff::default() }
+        let drift = DriftOptions { interval: Duration::ZERO, ..DriftOptions::default() };
+        ControllerOptions { concurrency: 4, backoff: Backoff::default(), drift }
     }
 }
 
@@ -53,6 +57,11 @@ struct TenantState {
 pub async fn run(ctx: Arc<Context>, options: ControllerOptions, shutdown: CancellationToken) {
     let (wake, mut woken) = mpsc::unbounded_channel::<Wake>();
     let watcher = tokio::spawn(watch(ctx.clone(), wake.clone(), shutdown.clone()));
+    let waker = wake.clone();
+    let trigger: crate::drift::Trigger = Arc::new(move |tenant| {
+        let _ = waker.send(Wake::Trigger(tenant));
+    });
+    let drift = tokio::spawn(crate::drift::run(ctx.clone(), options.drift, trigger, shutdown.clone()));
     let permits = Arc::new(Semaphore::new(options.concurrency.max(1)));
     let mut tenants: HashMap<String, TenantState> = HashMap::new();
     let mut resync = tokio::time::interval(ctx.resync);
@@ -122,6 +131,7 @@ pub async fn run(ctx: Arc<Context>, options: ControllerOptions, shutdown: Cancel
         }
     }
     watcher.abort();
+    drift.abort();
     // Let runs in flight finish (each holds a permit) before returning.
     let _ = permits.acquire_many(options.concurrency.max(1) as u32).await;
 }

@@ -37,6 +37,13 @@
 //! message of a tenant that is not ready (its first blocker, in a fixed order) and the bounds of
 //! every message the reconciler writes; `controller.rs`, the loop (watch triggers, resync, bounded
 //! concurrency, one task per tenant, fenced work leases on PostgreSQL);
+//! `state_lock.rs`, the tool's state lock recorded in `status.stateLock` while
+//! a run holds it, and a gone holder's lock released past a bound or on request;
+//! `tool_runs.rs`, the tool's last output of each apply, plan and destroy kept in
+//! the store for support bundles ([`record_tool_run`]);
+//! `drift.rs`, drift detection: each tenant planned on its own interval
+//! (`drift/schedule.rs`, bounded at once and per interval), the `Drifted`
+//! condition, and an apply in `correct` mode;
 //! `action.rs`, the backoff; `error.rs`, [`ReconcileError`], whose
 //! `is_transient` keeps a tenant out of `failed` while a retry may succeed.
 //! The tenant's lifecycle and its conditions: `docs/provisioning.md`.
@@ -46,6 +53,7 @@ mod blocker;
 mod bootstrap;
 mod cluster;
 mod controller;
+mod drift;
 mod error;
 mod leader;
 mod leaving;
@@ -57,14 +65,17 @@ mod reconcile;
 mod replacement;
 mod rollout;
 mod settle;
+mod state_lock;
 mod status;
 mod teardown;
+mod tool_runs;
 mod view;
 
 pub use action::{Action, Backoff};
 pub use blocker::{CONDITION_LIMIT, MACHINE_MESSAGE_LIMIT, MESSAGE_LIMIT, NAMED, TOOL_OUTPUT_LIMIT};
 pub use bootstrap::{BOOTSTRAP_NODE_ANNOTATION, BOOTSTRAPPED_ANNOTATION};
 pub use controller::{ControllerOptions, run};
+pub use drift::{DRIFTED, DriftOptions, JITTER, SCHEDULER_LEASE, Trigger};
 pub use error::ReconcileError;
 pub use leaving::{DRAIN_TIMEOUT, LEAVING_ANNOTATION, RESET_TIMEOUT};
 pub use machines::{CONFIGURED_HOSTS_ANNOTATION, NODE_API_PORT, management_address};
@@ -80,10 +91,12 @@ pub use rollout::{
 pub use settle::{
     CONFIG_HASH_ANNOTATION, CONFIG_UNKNOWN, REBOOT_PENDING_ANNOTATION, STAGE_OFF, STAGE_UNRECOGNIZED,
 };
+pub use state_lock::{RELEASE_ANNOTATION, STATE_LOCK_ACTOR, StateLockOptions};
 pub use status::{
     BOOTSTRAPPED, ETCD_HEALTHY, FIRST_READY_ANNOTATION, KUBERNETES_API_READY, MACHINES_CONNECTED,
     MACHINES_READY, NODES_READY, PROVISIONED, UPGRADING,
 };
+pub use tool_runs::record_tool_run;
 
 #[cfg(test)]
 mod tests;

@@ -33,6 +33,7 @@ use crate::readiness;
 use crate::replacement;
 use crate::rollout::{self, KubernetesRollout, Rollout, UPGRADE_POLL};
 use crate::settle::{STAGE_OFF, settle};
+use crate::state_lock::{self, StateLockOptions};
 use crate::status::{
     self, BOOTSTRAPPED, ETCD_HEALTHY, FIRST_READY_ANNOTATION, KUBERNETES_API_READY, MACHINES_CONNECTED,
     MACHINES_READY, NODES_READY, PROVISIONED, set_condition,
@@ -93,6 +94,9 @@ pub struct Context {
     pub resync: Duration,
     /// Leases when several replicas share the store; `None` for one.
     pub leases: Option<LeaseOptions>,
+    /// Seeing and releasing the tool's state locks (`state_lock.rs`);
+    /// `None` records none.
+    pub state_lock: Option<StateLockOptions>,
 }
 
 impl std::fmt::Debug for Context {
@@ -107,6 +111,9 @@ pub async fn reconcile(tenant: &str, ctx: &Context) -> Result<Action, ReconcileE
     let Some(object) = ctx.store.get(&Key::tenant(tenant)) else { return Ok(Action::AwaitChange) };
     let resource: Tenant =
         object.parse().map_err(|source| ReconcileError::Corrupt { what: object.key.to_string(), source })?;
+    if let Some(waiting) = state_lock::take_up(&resource, ctx).await? {
+        return Ok(waiting);
+    }
     if object.deleting {
         return cleanup(tenant, resource.metadata.deletion_timestamp, ctx).await;
     }
@@ -348,10 +355,15 @@ async fn provision(
         if !status.ready {
             status.message = Some(APPLYING.to_string());
         }
+        status.state_lock = state_lock::record(ctx, "apply");
     })
     .await?;
     let replace: Vec<String> = replacing.iter().filter_map(|id| plan.address(id)).collect();
-    let applied = ctx.tofu.apply(plan, &replace).await?;
+    let applied = ctx.tofu.apply(plan, &replace).await;
+    crate::tool_runs::record_tool_run(ctx, name, cms_model::ToolCommand::Apply).await;
+    let cleared = state_lock::clear(ctx, name).await;
+    let applied = applied?;
+    cleared?;
     let projected = project(name, &applied.resources);
     store.set_projection(name.to_string(), projected.clone()).await?;
     if plan.network.load_balancer {
@@ -411,6 +423,7 @@ async fn provision(
     status::update(store, name, |status| {
         status.last_applied_at = Some(Utc::now());
         set_condition(status, PROVISIONED, true, "Applied", &format!("{count} machines provisioned"));
+        crate::drift::after_apply(status);
     })
     .await
 }
@@ -446,7 +459,11 @@ async fn cleanup(
         status::update(store, tenant, |status| status.message = Some(message.clone())).await?;
         return Ok(Action::Requeue(LEAVE_POLL));
     }
-    if let Err(err) = ctx.tofu.destroy(tenant).await {
+    status::update(store, tenant, |status| status.state_lock = state_lock::record(ctx, "destroy")).await?;
+    let destroyed = ctx.tofu.destroy(tenant).await;
+    crate::tool_runs::record_tool_run(ctx, tenant, cms_model::ToolCommand::Destroy).await;
+    state_lock::clear(ctx, tenant).await?;
+    if let Err(err) = destroyed {
         let message = format!("destroy failed: {err}");
         status::update(store, tenant, |status| {
             status.message = Some(blocker::tool_failure(&message));

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cms_reconciler::{Backoff, Context, ControllerOptions, LeaseOptions};
-use cms_store::{Leases, Store};
+use cms_reconciler::{Backoff, Context, ControllerOptions, DriftOptions, LeaseOptions, StateLockOptions};
+use cms_store::{Audit, Leases, StateLocks, Store};
 use cms_tenancy::{
     SealedCredentials, Secrets, StoreMachineConfigs, Tenancy, TenantKube, TenantNodeClient, talos_node_api,
 };
@@ -38,9 +38,10 @@ impl Provisioning {
         settings: &Settings,
         state_key: Option<SecretString>,
         store: Arc<dyn Store>,
-        leases: Arc<dyn Leases>,
+        (leases, locks, audit): (Arc<dyn Leases>, Arc<dyn StateLocks>, Arc<dyn Audit>),
         secrets: Arc<Secrets>,
     ) -> Provisioning {
+        let holder = replica_id();
         let mut credentials = Credentials::from_env();
         let mut backend = StateBackend::Local;
         if settings.is_postgres() {
@@ -59,7 +60,8 @@ impl Provisioning {
             state_key,
             backend,
         };
-        let tofu = Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)));
+        let tofu =
+            Arc::new(Tofu::new(options, credentials, Arc::new(ProcessRunner)).with_holder(holder.clone()));
         let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets.clone()));
         let tenancy = Arc::new(Tenancy::new(store.clone(), secrets.clone()));
         let kube = Arc::new(TenantKube::new(tenancy, KUBE_API_TIMEOUT));
@@ -82,12 +84,26 @@ impl Provisioning {
             // reconciled under its lease. One SQLite process needs none.
             leases: settings.is_postgres().then(|| LeaseOptions {
                 leases,
-                holder: replica_id(),
+                holder: holder.clone(),
                 ttl: settings.lease_ttl,
             }),
+            state_lock: Some(StateLockOptions {
+                locks,
+                audit: Some(audit),
+                holder,
+                stale_after: settings.state_lock_stale_after.unwrap_or(settings.lease_ttl * 3),
+            }),
         });
-        let controller =
-            ControllerOptions { concurrency: settings.reconcile_concurrency, backoff: Backoff::default() };
+        let drift = DriftOptions {
+            interval: settings.drift_interval,
+            concurrency: settings.drift_concurrency,
+            budget: settings.drift_plans_per_interval,
+        };
+        let controller = ControllerOptions {
+            concurrency: settings.reconcile_concurrency,
+            backoff: Backoff::default(),
+            drift,
+        };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(cms_reconciler::run(ctx, controller, shutdown.clone()));
         Provisioning { shutdown, task }

@@ -28,6 +28,13 @@ use crate::settings::{DATABASE_FILE, Settings};
 /// How long in-flight requests get to finish after a shutdown signal.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How long a call of a tenant's Kubernetes API may take, for support bundles.
+const KUBE_API_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long reading a machine's logs waits to connect to its node and, but
+/// for a followed log, for each chunk.
+const NODE_LOGS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves until a shutdown signal, then stops gracefully.
 pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     // Listen for signals before anything else, so that one sent as soon as
@@ -93,7 +100,16 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let provisioning = match settings.provisioning {
         true => {
             let state_key = crate::tool_state::prepare(&settings, store.as_ref()).await?;
-            Some(Provisioning::start(&settings, state_key, store.clone(), store.clone(), secrets.clone()))
+            {
+                let (leases, locks, audit) = (store.clone(), store.clone(), store.clone());
+                Some(Provisioning::start(
+                    &settings,
+                    state_key,
+                    store.clone(),
+                    (leases, locks, audit),
+                    secrets.clone(),
+                ))
+            }
         }
         false => None,
     };
@@ -101,8 +117,16 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let store_for_keys = store.clone();
     let backups = backups(&settings, store.clone(), secrets.clone())?;
     let schedules = schedules(&settings, store.clone(), backups.clone());
-    let state = AppState::new(tenancy, auth, store.clone(), prober(store, secrets.clone()), options)
-        .with_backups(backups);
+    // Support bundles read tenants' Kubernetes Nodes and events.
+    let kube = Arc::new(cms_tenancy::TenantKube::new(Arc::new(tenancy.clone()), KUBE_API_TIMEOUT));
+    // Machines' logs over the node API, with each tenant's credentials.
+    let node_credentials = Arc::new(SealedCredentials::new(store.clone(), secrets.clone()));
+    let nodes = Arc::new(TenantNodeClient::new(talos_node_api(NODE_LOGS_TIMEOUT), node_credentials));
+    let state = AppState::new(tenancy, auth, store.clone(), prober(store.clone(), secrets.clone()), options)
+        .with_nodes(nodes)
+        .with_kube(kube)
+        .with_backups(backups)
+        .with_state_locks(store);
     let shutdown = state.shutdown.clone();
     let schedules = tokio::spawn(schedules.run(shutdown.clone()));
     let rekeyer = rekeyer(&settings, store_for_keys, secrets.clone());

@@ -63,7 +63,11 @@ const KEYS: &[&str] = &[
     "openstack_floating_ip_pool",
     "resync_interval",
     "reconcile_concurrency",
+    "drift_interval",
+    "drift_concurrency",
+    "drift_plans_per_interval",
     "lease_ttl",
+    "state_lock_stale_after",
     "backup_url",
     "backup_schedule_tick",
     "public_url",
@@ -201,10 +205,23 @@ pub(crate) struct Settings {
     pub(crate) resync_interval: Duration,
     /// How many tenants are reconciled at once.
     pub(crate) reconcile_concurrency: usize,
+    /// How often each tenant's infrastructure is planned for drift (with
+    /// a tenth of it as jitter); zero turns drift detection off.
+    #[serde(deserialize_with = "duration")]
+    pub(crate) drift_interval: Duration,
+    /// Drift plans at once, across the service.
+    pub(crate) drift_concurrency: usize,
+    /// Drift plans started per interval, across the service.
+    pub(crate) drift_plans_per_interval: usize,
     /// On PostgreSQL: how long a replica's lease on a tenant lasts unless
     /// renewed, and so how soon another replica takes over from a dead one.
     #[serde(deserialize_with = "duration")]
     pub(crate) lease_ttl: Duration,
+    /// How long a tenant's tool state lock whose holder is gone is left
+    /// alone before the replica that takes up the tenant releases it;
+    /// three lease TTLs when unset.
+    #[serde(deserialize_with = "optional_duration")]
+    pub(crate) state_lock_stale_after: Option<Duration>,
     /// Where tenants' etcd backups are kept: an S3-compatible bucket
     /// `s3://bucket/prefix`, configured by the `AWS_*` variables; the
     /// directory `<data_dir>/backups` when unset.
@@ -304,7 +321,11 @@ impl Default for Settings {
             openstack_floating_ip_pool: None,
             resync_interval: Duration::from_secs(5 * 60),
             reconcile_concurrency: 4,
+            drift_interval: Duration::from_secs(30 * 60),
+            drift_concurrency: 2,
+            drift_plans_per_interval: 100,
             lease_ttl: Duration::from_secs(30),
+            state_lock_stale_after: None,
             backup_url: None,
             backup_schedule_tick: Duration::from_secs(10),
             public_url: None,
@@ -406,6 +427,10 @@ fn check_keys(path: &Path, file: &Config) -> anyhow::Result<()> {
 }
 
 /// Reads a duration such as `15s` or `1m 30s`.
+fn optional_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+    duration(deserializer).map(Some)
+}
+
 fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;
     humantime::parse_duration(&text)

@@ -2,7 +2,8 @@
 //! whether it succeeded, was denied or failed, becomes one audit record
 //! before its answer leaves, so an acknowledged change is always on record.
 //! So does a read whose handler asks for it ([`note_recorded_read`]): a
-//! backup's download.
+//! backup's download, a machine's log (with the service read as the
+//! recorded path's query, [`note_recorded_read_of`]).
 //!
 //! A record says who asked (the caller the route's guard or the web console
 //! identified, the user name a login attempted, or `anonymous`), what
@@ -78,6 +79,19 @@ struct RecordedRead;
 /// a sign-in at the identity provider.
 pub(crate) fn note_recorded_read(req: &HttpRequest) {
     req.extensions_mut().insert(RecordedRead);
+}
+
+/// What a recorded read asked beyond its path, such as a log's
+/// `service=etcd`: validated by the handler, kept as the path's query.
+#[derive(Debug, Clone)]
+struct ReadQuery(String);
+
+/// Has this read recorded (as [`note_recorded_read`]) with `query`, which
+/// the handler validated (it must hold no secret), as the recorded path's
+/// query: a machine's log, with the service read.
+pub(crate) fn note_recorded_read_of(req: &HttpRequest, query: &str) {
+    note_recorded_read(req);
+    req.extensions_mut().insert(ReadQuery(clipped(query)));
 }
 
 /// Notes, for the audit record, the user name a login attempts (never the
@@ -285,6 +299,10 @@ fn entry(line: RequestLine, extensions: Option<&Extensions>, status: u16, time: 
     };
     let created = extensions.and_then(Extensions::get::<CreatedName>).map(|CreatedName(name)| name.as_str());
     let target = line.route.as_deref().and_then(|route| target(route, &line.path, created));
+    let path = match extensions.and_then(Extensions::get::<ReadQuery>) {
+        Some(ReadQuery(query)) => format!("{}?{query}", line.path),
+        None => line.path,
+    };
     AuditEntry {
         time,
         actor,
@@ -295,7 +313,7 @@ fn entry(line: RequestLine, extensions: Option<&Extensions>, status: u16, time: 
         actor_subject,
         method: line.method,
         route: line.route,
-        path: line.path,
+        path,
         target,
         status,
         outcome: AuditOutcome::of_status(status),

@@ -62,6 +62,9 @@ pub enum ApiError {
     /// Anything unexpected. The message is logged, never sent.
     #[error("{0}")]
     Internal(String),
+    /// A machine's node answered with an error (one line, never a secret).
+    #[error("{0}")]
+    BadGateway(String),
 }
 
 impl ApiError {
@@ -92,6 +95,7 @@ impl ApiError {
             ApiError::Invalid(_) => "Invalid",
             ApiError::Unavailable(_) => "Unavailable",
             ApiError::Internal(_) => "Internal",
+            ApiError::BadGateway(_) => "BadGateway",
         }
     }
 
@@ -121,6 +125,7 @@ impl ResponseError for ApiError {
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
         }
     }
 

@@ -14,7 +14,7 @@
 //! permission, enforced by `auth.rs`; `visibility.rs` narrows what a
 //! caller with grants sees to its tenants. One module per resource: `tenants.rs`,
 //! `children.rs` (node groups and config patches), `machines.rs`,
-//! `machine_config.rs`, `downloads.rs`, `backups.rs` (etcd backups), `projected.rs`, `health.rs`,
+//! `machine_config.rs`, `machine_logs.rs` (a machine's logs from its node), `downloads.rs`, `backups.rs` (etcd backups), `support.rs` (support bundles), `projected.rs`, `health.rs`,
 //! `users.rs`, `tokens.rs`, `grants.rs`, `login.rs`, `audit_log.rs`, and `ops.rs` for
 //! `/healthz`, `/readyz`, `/version`; `console.rs` hands the console's paths
 //! to it. Handlers parse (`body.rs`, `query.rs`),
@@ -44,6 +44,7 @@ mod health;
 mod login;
 mod lookup;
 mod machine_config;
+mod machine_logs;
 mod machines;
 mod metrics;
 mod openapi;
@@ -56,6 +57,8 @@ mod routes;
 mod server;
 mod spans;
 mod state;
+mod state_lock;
+mod support;
 mod tenants;
 mod tokens;
 mod users;

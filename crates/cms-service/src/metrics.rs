@@ -104,6 +104,13 @@ fn describe() {
         metrics::Unit::Seconds,
         "Provisioning tool run durations, by command."
     );
+    describe_counter!(
+        "cms_drift_checks_total",
+        "Drift checks of tenants, by outcome (clean, drifted, skipped without a plan, failed)."
+    );
+    describe_counter!("cms_drift_corrections_total", "Applies asked for to correct drifted tenants.");
+    describe_gauge!("cms_drift_plans_running", "Drift plans running now on this replica.");
+    describe_gauge!("cms_drifted_tenants", "Tenants whose Drifted condition is True.");
     describe_counter!("cms_probes_total", "Health probes of tenants, by result.");
     describe_counter!(cms_backup::TAKEN, "Tenants' etcd backups taken, by trigger (on_demand or scheduled).");
     describe_counter!(cms_backup::FAILED, "Tenants' etcd backups that failed, by trigger.");

@@ -6,16 +6,16 @@ use actix_web::http::Method;
 use actix_web::middleware::from_fn;
 use actix_web::web;
 use cms_auth::Permission::{
-    Delete, DeleteTenant, ManageUsers, OwnTokens, Read, ReadAudit, ReadClientConfig, ReadMachineConfig,
-    ReadSecrets, RestoreBackup, Write, WriteMachineStatus,
+    Delete, DeleteTenant, ManageUsers, OwnTokens, Read, ReadAudit, ReadClientConfig, ReadLogs,
+    ReadMachineConfig, ReadSecrets, ReleaseStateLock, RestoreBackup, Write, WriteMachineStatus,
 };
 
 use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    audit_log, backups, downloads, grants, health, login, machine_config, machines, metrics, openapi, ops,
-    projected, tenants, tokens, users,
+    audit_log, backups, downloads, grants, health, login, machine_config, machine_logs, machines, metrics,
+    openapi, ops, projected, state_lock, support, tenants, tokens, users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -123,7 +123,9 @@ table! {
     api "/tenants/{name}/kubeconfig" { GET => downloads::kubeconfig, on_tenant(ReadClientConfig); }
     api "/tenants/{name}/talosconfig" { GET => downloads::talosconfig, on_tenant(ReadClientConfig); }
     api "/tenants/{name}/secrets" { GET => downloads::secrets, on_tenant(ReadSecrets); }
+    api "/tenants/{name}/support" { GET => support::bundle, on_tenant(ReadLogs); }
     api "/tenants/{name}/health" { GET => health::tenant, on_tenant(Read); }
+    api "/tenants/{name}/state-lock" { DELETE => state_lock::release, on_tenant(ReleaseStateLock); }
     api "/health" { GET => health::all, on_tenants(Read); }
     api "/tenants/{name}/backups" {
         GET => backups::list, on_tenant(Read);
@@ -161,6 +163,8 @@ table! {
         DELETE => machines::delete, on_tenant(Delete);
     }
     api "/tenants/{tenant}/machines/{id}/config" { GET => machine_config::get, on_tenant(ReadMachineConfig); }
+    api "/tenants/{tenant}/machines/{id}/logs" { GET => machine_logs::logs, on_tenant(ReadLogs); }
+    api "/tenants/{tenant}/machines/{id}/dmesg" { GET => machine_logs::dmesg, on_tenant(ReadLogs); }
     api "/tenants/{tenant}/machines/{id}/status" { PUT => machines::update_status, on_tenant(WriteMachineStatus); }
     api "/projected" { GET => projected::list_all, on_tenants(Read); }
     api "/tenants/{tenant}/projected" { GET => projected::list, on_tenant(Read); }

@@ -96,6 +96,15 @@ pub struct AppState {
     /// Tenants' etcd backups; `None` until [`AppState::with_backups`], when
     /// the backup routes answer 503.
     pub backups: Option<Backups>,
+    /// Whether a tool state lock's holder is alive; `None` until
+    /// [`AppState::with_state_locks`], when the release answers 503.
+    pub state_locks: Option<Arc<dyn cms_store::StateLocks>>,
+    /// The tenants' Kubernetes APIs, for support bundles; `None` until
+    /// [`AppState::with_kube`], when bundles say they have no cluster part.
+    pub kube: Option<Arc<dyn cms_tenancy::KubeClient>>,
+    /// The tenants' nodes, for machines' logs (and support bundles); `None`
+    /// until [`AppState::with_nodes`], when the log routes answer 503.
+    pub nodes: Option<Arc<dyn cms_tenancy::NodeClient>>,
 }
 
 impl AppState {
@@ -123,7 +132,20 @@ impl AppState {
             shutdown.clone(),
         );
         let failed_logins = FailedLoginRecords::default();
-        AppState { tenancy, auth, audit, failed_logins, prober, options, shutdown, console, backups: None }
+        AppState {
+            tenancy,
+            auth,
+            audit,
+            failed_logins,
+            prober,
+            options,
+            shutdown,
+            console,
+            backups: None,
+            state_locks: None,
+            kube: None,
+            nodes: None,
+        }
     }
 
     /// The tenancy's store, for reads and watches.
@@ -136,6 +158,27 @@ impl AppState {
     pub fn with_backups(mut self, backups: Backups) -> AppState {
         self.console = self.console.with_backups(backups.clone());
         self.backups = Some(backups);
+        self
+    }
+
+    /// Answers releases of tools' state locks, asking `locks` whether a
+    /// holder is alive.
+    pub fn with_state_locks(mut self, locks: Arc<dyn cms_store::StateLocks>) -> AppState {
+        self.state_locks = Some(locks);
+        self
+    }
+
+    /// Reads tenants' Kubernetes Nodes and events for support bundles with `kube`.
+    pub fn with_kube(mut self, kube: Arc<dyn cms_tenancy::KubeClient>) -> AppState {
+        self.kube = Some(kube);
+        self
+    }
+
+    /// Reads machines' logs over the node API with `nodes`, the API's and
+    /// the console's logs panel's.
+    pub fn with_nodes(mut self, nodes: Arc<dyn cms_tenancy::NodeClient>) -> AppState {
+        self.console = self.console.with_nodes(nodes.clone());
+        self.nodes = Some(nodes);
         self
     }
 

@@ -299,6 +299,14 @@ pub trait Store: Send + Sync + 'static {
     /// no provisioning run has recorded any yet.
     async fn projection(&self, tenant: Option<String>) -> Result<Option<Vec<Projected>>, StoreError>;
 
+    /// Replaces the tenant's last run of `run.command` by the provisioning
+    /// tool (its output cut to [`cms_model::TOOL_OUTPUT_LIMIT`]); the tenant
+    /// must exist. Its runs go when it is removed.
+    async fn set_tool_run(&self, tenant: String, run: cms_model::ToolRun) -> Result<(), StoreError>;
+
+    /// The tenant's last run of each command recorded, apply first.
+    async fn tool_runs(&self, tenant: String) -> Result<Vec<cms_model::ToolRun>, StoreError>;
+
     /// The sealed secrets bundle of a tenant, as its create wrote it; `None`
     /// when the tenant has none, or they were dropped with the
     /// `service.io/secrets` finalizer.

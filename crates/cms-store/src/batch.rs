@@ -529,6 +529,7 @@ async fn write_side(txn: &DatabaseTransaction, side: Vec<Side>, now: &str) -> Re
             Side::Secrets(tenant, sealed) => secrets::insert(txn, &tenant, sealed, now).await?,
             Side::DropSecrets(tenant) => secrets::drop(txn, &tenant).await?,
             Side::DropProjection(tenant) => {
+                crate::tool_runs::drop(txn, &tenant).await?;
                 projection::Entity::delete_by_id(tenant).exec(txn).await?;
             }
         }

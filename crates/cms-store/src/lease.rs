@@ -257,6 +257,14 @@ impl Store for Fenced {
         self.store.projection(tenant).await
     }
 
+    async fn set_tool_run(&self, tenant: String, run: cms_model::ToolRun) -> Result<(), StoreError> {
+        self.store.write_tool_run(tenant, run, Some(&self.lease)).await
+    }
+
+    async fn tool_runs(&self, tenant: String) -> Result<Vec<cms_model::ToolRun>, StoreError> {
+        self.store.tool_runs(tenant).await
+    }
+
     async fn secrets(&self, tenant: String) -> Result<Option<Vec<u8>>, StoreError> {
         self.store.secrets(tenant).await
     }

@@ -39,6 +39,11 @@
 //! under another key.
 //! `schemas.rs`: [`SqlStore::rename_schema`], for the provisioning tool's
 //! schemas on PostgreSQL.
+//! `state_lock.rs`: [`StateLocks`], the sessions holding the tool's state
+//! locks on PostgreSQL, ended to release them, and whether a lease holder
+//! is still there.
+//! `tool_runs.rs`: the provisioning tool's last output of each command per
+//! tenant ([`Store::set_tool_run`]), for support bundles.
 //! `backup.rs`: [`backup_sqlite`] and [`restore_sqlite`], the embedded
 //! database as one file; `lock_file.rs`: the [`DatabaseLock`] a server holds
 //! on it; `file_modes.rs`: its files owner-only (0600, a directory made for
@@ -74,7 +79,9 @@ mod schemas;
 mod sealed;
 mod secrets;
 mod sql;
+mod state_lock;
 mod tenant_status;
+mod tool_runs;
 mod view;
 mod watch;
 mod write;
@@ -107,6 +114,9 @@ pub use schemas::SchemaRename;
 pub use sealed::MockSealed;
 pub use sealed::Sealed;
 pub use sql::{DEFAULT_MAX_MACHINES_PER_TENANT, SqlStore, StoreOptions};
+#[cfg(any(test, feature = "testsuite"))]
+pub use state_lock::MockStateLocks;
+pub use state_lock::{LockSession, StateLocks};
 pub use tenant_status::update_tenant_status;
 
 /// The finalizer that stands for a tenant's machines and infrastructure.

@@ -6,6 +6,7 @@ use sea_orm_migration::prelude::*;
 
 mod change_revisions;
 mod grants;
+mod tool_runs;
 
 pub(crate) struct Migrator;
 
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(AddAuditIdentity),
             Box::new(change_revisions::AddChangeRevisions),
             Box::new(grants::CreateGrants),
+            Box::new(tool_runs::CreateToolRuns),
         ]
     }
 }

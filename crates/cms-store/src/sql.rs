@@ -280,6 +280,14 @@ impl Store for SqlStore {
         self.read_projection(tenant).await
     }
 
+    async fn set_tool_run(&self, tenant: String, run: cms_model::ToolRun) -> Result<(), StoreError> {
+        self.write_tool_run(tenant, run, None).await
+    }
+
+    async fn tool_runs(&self, tenant: String) -> Result<Vec<cms_model::ToolRun>, StoreError> {
+        self.read_tool_runs(tenant).await
+    }
+
     async fn secrets(&self, tenant: String) -> Result<Option<Vec<u8>>, StoreError> {
         self.read_secrets(tenant).await
     }

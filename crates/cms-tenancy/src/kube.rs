@@ -10,7 +10,8 @@ use crate::error::TenancyError;
 pub use crate::kube_client::TenantKube;
 
 /// One Kubernetes Node, as the reconciler reads it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct KubeNode {
     pub name: String,
     /// Its addresses (`InternalIP`, `ExternalIP`, `Hostname`), as the Node lists them.
@@ -25,6 +26,27 @@ pub struct KubeNode {
     /// The kubelet's version, `status.nodeInfo.kubeletVersion` without its
     /// leading `v` (such as `1.32.0`); `None` when it reports none.
     pub kubelet_version: Option<String>,
+}
+
+/// One core/v1 Event, as a support bundle shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeEvent {
+    pub namespace: String,
+    pub name: String,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub reason: String,
+    pub message: String,
+    /// The object it is about: `Kind/name`, or `Kind/namespace/name`.
+    pub object: String,
+    /// The component that reported it, such as `kubelet`.
+    pub source: String,
+    pub count: i32,
+    /// When it was last seen (RFC 3339): `lastTimestamp`, else `eventTime`,
+    /// else when it was created.
+    pub last_seen: String,
 }
 
 /// What one round of draining a node left.
@@ -78,4 +100,12 @@ pub trait KubeClient: Send + Sync + 'static {
 
     /// Deletes the Node object (a no-op when it is gone).
     async fn delete_node(&self, tenant: &str, node: &str) -> Result<(), KubeError>;
+
+    /// The newest `limit` core/v1 Events of every namespace, newest first.
+    /// The API lists them in no order of time, so a bounded number of them
+    /// is read, page by page, and sorted.
+    async fn events(&self, tenant: &str, limit: usize) -> Result<Vec<KubeEvent>, KubeError> {
+        let _ = (tenant, limit);
+        Err(KubeError::Api("this Kubernetes client does not list events".into()))
+    }
 }

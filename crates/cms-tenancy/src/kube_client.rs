@@ -15,15 +15,20 @@ use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::{Client, Config};
 use async_trait::async_trait;
 use cms_model::UserRole;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 
 use crate::error::TenancyError;
-use crate::kube::{Drain, KubeClient, KubeError, KubeNode};
+use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode};
 use crate::tenancy::Tenancy;
 
 /// How long the client certificate of one client lives. A client is made
 /// anew after half of it.
 const CERT_TTL: Duration = Duration::from_secs(600);
+
+/// Events are listed this many at a time...
+const EVENT_PAGE: u32 = 500;
+/// ...and at most this many, the newest of which are kept.
+const EVENT_SCAN: usize = 5000;
 
 /// The annotation by which the API server marks a static pod's mirror.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -181,6 +186,62 @@ impl KubeClient for TenantKube {
             Err(err) => Err(self.failed(tenant, &format!("DELETE /api/v1/nodes/{node}"), err)),
         }
     }
+
+    async fn events(&self, tenant: &str, limit: usize) -> Result<Vec<KubeEvent>, KubeError> {
+        let api = Api::<Event>::all(self.client(tenant).await?);
+        let mut params = ListParams::default().limit(EVENT_PAGE);
+        let mut events = Vec::new();
+        loop {
+            let page =
+                api.list(&params).await.map_err(|err| self.failed(tenant, "GET /api/v1/events", err))?;
+            events.extend(page.items.into_iter().map(kube_event));
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() && events.len() < EVENT_SCAN => {
+                    params = params.continue_token(&token);
+                }
+                _ => break,
+            }
+        }
+        // Times are to the second; etcd's revisions, which resource versions
+        // are in practice, order the events of one second.
+        events.sort_by(|a, b| (&b.0, b.1).cmp(&(&a.0, a.1)).then_with(|| b.2.name.cmp(&a.2.name)));
+        Ok(events.into_iter().take(limit).map(|(_, _, event)| event).collect())
+    }
+}
+
+/// An Event as a support bundle shows it, with when it was last seen and
+/// its resource version, for sorting.
+fn kube_event(event: Event) -> (Option<k8s_openapi::jiff::Timestamp>, u64, KubeEvent) {
+    let version = event.metadata.resource_version.as_deref().and_then(|text| text.parse().ok()).unwrap_or(0);
+    let seen = event
+        .last_timestamp
+        .map(|time| time.0)
+        .or(event.event_time.map(|time| time.0))
+        .or(event.metadata.creation_timestamp.map(|time| time.0));
+    let object = &event.involved_object;
+    let object = [object.kind.as_deref(), object.namespace.as_deref(), object.name.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("/");
+    let source = event
+        .reporting_component
+        .filter(|component| !component.is_empty())
+        .or(event.source.and_then(|source| source.component))
+        .unwrap_or_default();
+    let kube_event = KubeEvent {
+        namespace: event.metadata.namespace.unwrap_or_default(),
+        name: event.metadata.name.unwrap_or_default(),
+        kind: event.type_.unwrap_or_default(),
+        reason: event.reason.unwrap_or_default(),
+        message: event.message.unwrap_or_default(),
+        object,
+        source,
+        count: event.count.unwrap_or(1),
+        last_seen: seen.map(|time| time.to_string()).unwrap_or_default(),
+    };
+    (seen, version, kube_event)
 }
 
 /// A Node as the reconciler reads it.

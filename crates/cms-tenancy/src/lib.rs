@@ -55,8 +55,8 @@ mod user_data_limits;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub use crate::kube::MockKubeClient;
-pub use crate::kube::{Drain, KubeClient, KubeError, KubeNode, TenantKube};
-pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, UploadStream};
+pub use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode, TenantKube};
+pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, LogsRequest, ServiceInfo, UploadStream};
 pub use control_plane::{MADE_ENDPOINT_ANNOTATION, set_endpoint};
 #[cfg(any(test, feature = "testsuite"))]
 pub use credentials::MockTenantCredentials;
@@ -68,7 +68,8 @@ pub use login_key::{
 #[cfg(any(test, feature = "testsuite"))]
 pub use nodes::MockNodeClient;
 pub use nodes::{
-    Bootstrapped, NodeClient, NodeError, NodeRef, SnapshotChunks, TenantNodeClient, talos_node_api,
+    Bootstrapped, LogChunks, NodeClient, NodeError, NodeRef, SnapshotChunks, TenantNodeClient, machine_node,
+    talos_node_api,
 };
 pub use rekey::{
     ACTIVE_KEY_SETTING, CANARY_SETTING, Census, Pass, REKEY_LEASE, RESEALED_COUNTER, RekeyLease,

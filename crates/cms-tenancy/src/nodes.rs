@@ -5,8 +5,9 @@
 //! config yet are asked in maintenance mode; a host that has taken one is
 //! only ever spoken to over mTLS against the tenant's OS CA, and a node
 //! whose certificate that CA did not sign is [`NodeError::Untrusted`].
-//! etcd's snapshots pass through as streams of chunks, never whole in
-//! memory.
+//! etcd's snapshots and the nodes' logs pass through as streams of
+//! chunks, never whole in memory; [`machine_node`] finds a machine's node
+//! (`nodes/logs.rs`).
 
 use std::fmt;
 use std::pin::Pin;
@@ -15,13 +16,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cms_nodeapi::{
-    ApplyMode, ApplyRequest, BootstrapRequest, EtcdMember, EtcdMemberStatus, NodeApi, NodeApiError,
-    NodeCredentials, NodeTarget, ResetRequest, TalosNodeClient, UpgradeRequest, UploadStream, WipeMode,
+    ApplyMode, ApplyRequest, BootstrapRequest, EtcdMember, EtcdMemberStatus, LogsRequest, NodeApi,
+    NodeApiError, NodeCredentials, NodeTarget, ResetRequest, ServiceInfo, TalosNodeClient, UpgradeRequest,
+    UploadStream, WipeMode,
 };
 use futures_util::{Stream, StreamExt};
 
 use crate::credentials::TenantCredentials;
 use crate::error::TenancyError;
+
+mod logs;
+pub use logs::machine_node;
 
 /// One machine's node API endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +62,10 @@ pub enum NodeError {
     /// A host with no config yet was asked both ways, and both failed.
     #[error("{first_way}: {first}; {second_way}: {second}")]
     Apply { first_way: &'static str, first: Box<NodeError>, second_way: &'static str, second: Box<NodeError> },
+    /// This client does not make the call (a test double that only
+    /// implements what its test needs).
+    #[error("this node client does not make {0}")]
+    Unsupported(&'static str),
 }
 
 impl NodeError {
@@ -123,6 +132,10 @@ fn untrusted_certificate(err: &(dyn std::error::Error + 'static)) -> bool {
 /// An etcd snapshot as it arrives: its chunks in order, or the error that
 /// ended the transfer.
 pub type SnapshotChunks = Pin<Box<dyn Stream<Item = Result<Vec<u8>, NodeError>> + Send>>;
+
+/// A node's log as it arrives: its chunks of text in order, or the error
+/// that ended it.
+pub type LogChunks = Pin<Box<dyn Stream<Item = Result<Vec<u8>, NodeError>> + Send>>;
 
 /// The node API calls the reconciler makes.
 #[cfg_attr(any(test, feature = "testsuite"), mockall::automock)]
@@ -197,6 +210,29 @@ pub trait NodeClient: Send + Sync + 'static {
     /// a copy of a data directory, which carries no snapshot hash. Unlike
     /// [`NodeClient::bootstrap`], an etcd bootstrapped before is an error.
     async fn bootstrap_recover(&self, node: &NodeRef, skip_hash_check: bool) -> Result<(), NodeError>;
+
+    /// `Logs`, with the tenant's credentials: one of Talos's services' logs
+    /// (`machined`, `etcd`, `kubelet`...), as it arrives; with `follow`,
+    /// until the stream is dropped. A service the node keeps no log of is
+    /// an error the node gave ([`NodeApiError::is_unknown_log`]).
+    async fn logs(&self, node: &NodeRef, request: LogsRequest) -> Result<LogChunks, NodeError> {
+        let _ = (node, request);
+        Err(NodeError::Unsupported("Logs"))
+    }
+
+    /// `Dmesg`, with the tenant's credentials: the kernel's log, as it
+    /// arrives; with `follow`, until the stream is dropped.
+    async fn dmesg(&self, node: &NodeRef, follow: bool) -> Result<LogChunks, NodeError> {
+        let _ = (node, follow);
+        Err(NodeError::Unsupported("Dmesg"))
+    }
+
+    /// `ServiceList`, with the tenant's credentials: the node's services,
+    /// their state and health.
+    async fn services(&self, node: &NodeRef) -> Result<Vec<ServiceInfo>, NodeError> {
+        let _ = node;
+        Err(NodeError::Unsupported("ServiceList"))
+    }
 }
 
 /// What a `Bootstrap` call found.
@@ -381,6 +417,23 @@ impl NodeClient for TenantNodeClient {
         let (target, credentials) = self.connect(node).await?;
         let request = BootstrapRequest { recover_etcd: true, recover_skip_hash_check: skip_hash_check };
         Ok(self.api.bootstrap(&target, &credentials, request).await?)
+    }
+
+    async fn logs(&self, node: &NodeRef, request: LogsRequest) -> Result<LogChunks, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        let chunks = self.api.logs(&target, &credentials, request).await?;
+        Ok(Box::pin(chunks.map(|chunk| chunk.map_err(NodeError::from))))
+    }
+
+    async fn dmesg(&self, node: &NodeRef, follow: bool) -> Result<LogChunks, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        let chunks = self.api.dmesg(&target, &credentials, follow).await?;
+        Ok(Box::pin(chunks.map(|chunk| chunk.map_err(NodeError::from))))
+    }
+
+    async fn services(&self, node: &NodeRef) -> Result<Vec<ServiceInfo>, NodeError> {
+        let (target, credentials) = self.connect(node).await?;
+        Ok(self.api.service_list(&target, &credentials).await?)
     }
 }
 

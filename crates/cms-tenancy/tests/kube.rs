@@ -1,6 +1,7 @@
 //! [`TenantKube`] against a fake Kubernetes API over HTTPS, signed in with
 //! the tenant's own admin kubeconfig: readiness, Nodes, and the cordon,
-//! drain and delete of a node that leaves, as the reconciler makes them.
+//! drain and delete of a node that leaves, as the reconciler makes them,
+//! and the newest Events, as support bundles read them.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -10,7 +11,9 @@ use cms_fake_node::{FakeKube, FakeKubeOptions, PodKind};
 use cms_model::{Tenant, parse_json};
 use cms_store::{SqlStore, StoreOptions};
 use cms_talos::{Sealer, SealingKey};
-use cms_tenancy::{Drain, KubeClient, KubeError, Secrets, SecretsOptions, Tenancy, TenancyError, TenantKube};
+use cms_tenancy::{
+    Drain, KubeClient, KubeError, KubeEvent, Secrets, SecretsOptions, Tenancy, TenancyError, TenantKube,
+};
 use tempfile::TempDir;
 
 /// How long a call may take; the fake answers at once.
@@ -149,4 +152,34 @@ async fn no_endpoint_is_a_client_error_and_a_stopped_api_an_api_error() {
     let message = api_error(kube.readyz("acme").await);
     assert!(message.starts_with("GET /readyz: "), "{message}");
     assert!(message.contains("Connection refused"), "{message}");
+}
+
+#[tokio::test]
+async fn the_newest_events_come_first_from_every_page() {
+    let (kube, fake, _dir) = cluster().await;
+    // Three events each: more than one page of the API's list.
+    for i in 0..200u8 {
+        fake.add_node(&format!("w-{i}"), ip(i), false);
+    }
+    fake.add_pod("web", "front-1", "w-7", PodKind::Plain);
+    kube.cordon("acme", "w-3").await.expect("cordoned");
+    kube.evict("acme", "w-7").await.expect("evicted");
+    let pages = fake.requests().iter().filter(|request| request.path.starts_with("/api/v1/events")).count();
+    assert_eq!(pages, 0);
+    let events = kube.events("acme", 3).await.expect("the events");
+    let pages = fake.requests().iter().filter(|request| request.path.starts_with("/api/v1/events")).count();
+    assert_eq!(pages, 2, "600 events come in pages of 500");
+    let seen: Vec<(&str, &str)> =
+        events.iter().map(|event| (event.reason.as_str(), event.object.as_str())).collect();
+    assert_eq!(
+        seen,
+        [("Killing", "Pod/web/front-1"), ("NodeNotSchedulable", "Node/w-3"), ("NodeReady", "Node/w-199")]
+    );
+    let KubeEvent { namespace, kind, source, count, last_seen, .. } = &events[1];
+    assert_eq!(
+        (namespace.as_str(), kind.as_str(), source.as_str(), *count),
+        ("default", "Normal", "kubelet", 1)
+    );
+    assert!(last_seen.ends_with('Z'), "{last_seen}");
+    assert_eq!(kube.events("acme", 1000).await.expect("all").len(), 602);
 }

@@ -16,6 +16,7 @@ use tokio::sync::OnceCell;
 
 use crate::encryption::{self, Engine};
 use crate::process::{Invocation, Output};
+use crate::run_log::{RunLog, tool_run};
 use crate::state::{StateResource, parse_show};
 use crate::user_data::UserData;
 use crate::workspace::{MAIN_FILE, WorkspacePlan, inputs_hash};
@@ -96,12 +97,17 @@ pub struct Applied {
 /// The provisioning driver.
 pub struct Tofu {
     runner: Arc<dyn Runner>,
-    options: TofuOptions,
+    pub(crate) options: TofuOptions,
     credentials: Credentials,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     runs: AtomicU64,
     run_time: AtomicU64,
     engine: OnceCell<Engine>,
+    /// The replica whose runs these are, named in the `pg` backend's
+    /// connection (`lock.rs`).
+    pub(crate) holder: Option<String>,
+    /// The last recorded run of each command per tenant, until taken.
+    run_log: RunLog,
 }
 
 impl std::fmt::Debug for Tofu {
@@ -123,6 +129,8 @@ impl Tofu {
             runs: AtomicU64::new(0),
             run_time: AtomicU64::new(0),
             engine: OnceCell::new(),
+            holder: None,
+            run_log: RunLog::default(),
         }
     }
 
@@ -134,6 +142,13 @@ impl Tofu {
     /// The total time the tool has spent running.
     pub fn run_time(&self) -> Duration {
         Duration::from_micros(self.run_time.load(Ordering::Relaxed))
+    }
+
+    /// Takes the last run of `command` for `tenant` (its redacted, bounded
+    /// output, status and time) that the driver recorded, for the caller
+    /// to keep where every replica reads it; `None` when none ran since.
+    pub fn take_run(&self, tenant: &str, command: cms_model::ToolCommand) -> Option<cms_model::ToolRun> {
+        self.run_log.take(tenant, command)
     }
 
     /// The workspace directory of a tenant.
@@ -218,7 +233,7 @@ impl Tofu {
             .map_err(|reason| TofuError::Garbage { command: "show -json".into(), reason })
     }
 
-    fn lock(&self, tenant: &str) -> Arc<tokio::sync::Mutex<()>> {
+    pub(crate) fn lock(&self, tenant: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         locks.entry(tenant.to_string()).or_default().clone()
     }
@@ -226,13 +241,14 @@ impl Tofu {
     /// Runs the tool in a tenant's workspace, with `user_data` in its
     /// environment; a failure carries the redacted tail of stderr.
     #[tracing::instrument(name = "tool.run", skip(self, args, user_data), fields(command = args.first().map(String::as_str).unwrap_or_default()))]
-    async fn checked(
+    pub(crate) async fn checked(
         &self,
         tenant: &str,
         args: Vec<String>,
         user_data: &UserData,
     ) -> Result<Output, TofuError> {
         let mut env = self.credentials.child_env();
+        crate::lock::name_connection(&mut env, tenant, self.holder.as_deref());
         env.extend(user_data.env());
         env.push(("TF_IN_AUTOMATION".into(), "1".into()));
         env.push(("TF_INPUT".into(), "0".into()));
@@ -255,15 +271,19 @@ impl Tofu {
         self.run_time.fetch_add(micros, Ordering::Relaxed);
         let verb = command_label(&command);
         let outcome = match &result {
-            Ok(output) if output.success() => "ok",
+            Ok(output) if changes_planned(verb, output) || output.success() => "ok",
             Ok(_) => "failed",
             Err(TofuError::TimedOut { .. }) => "timed_out",
             Err(_) => "error",
         };
         metrics::counter!("cms_tool_runs_total", "command" => verb, "outcome" => outcome).increment(1);
         metrics::histogram!("cms_tool_run_duration_seconds", "command" => verb).record(elapsed.as_secs_f64());
+        if let Some(recorded) = cms_model::ToolCommand::from_name(verb) {
+            let redact = |text: &str| user_data.redact(&self.credentials.redact(text));
+            self.run_log.record(tenant, tool_run(recorded, &result, redact));
+        }
         let output = result?;
-        if output.success() {
+        if output.success() || changes_planned(verb, &output) {
             return Ok(output);
         }
         let status = match output.code {
@@ -312,7 +332,7 @@ impl Tofu {
 }
 
 /// The workspace file: the plan's configuration and the state backend.
-fn rendered(plan: &WorkspacePlan, backend: StateBackend) -> Result<Vec<u8>, TofuError> {
+pub(crate) fn rendered(plan: &WorkspacePlan, backend: StateBackend) -> Result<Vec<u8>, TofuError> {
     let mut value = plan.render()?;
     if backend == StateBackend::Postgres
         && let Some(root) = value.as_object_mut()
@@ -324,7 +344,7 @@ fn rendered(plan: &WorkspacePlan, backend: StateBackend) -> Result<Vec<u8>, Tofu
 }
 
 /// The sources of the providers a plan needs: none for metal alone.
-fn providers(plan: &WorkspacePlan) -> std::collections::BTreeSet<&'static str> {
+pub(crate) fn providers(plan: &WorkspacePlan) -> std::collections::BTreeSet<&'static str> {
     plan.machines
         .iter()
         .filter_map(|machine| match machine.provider {
@@ -335,14 +355,14 @@ fn providers(plan: &WorkspacePlan) -> std::collections::BTreeSet<&'static str> {
         .collect()
 }
 
-async fn create_private_dir(dir: &Path) -> Result<(), TofuError> {
+pub(crate) async fn create_private_dir(dir: &Path) -> Result<(), TofuError> {
     let error = |source| TofuError::Workspace { path: dir.to_path_buf(), source };
     tokio::fs::create_dir_all(dir).await.map_err(error)?;
     tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).await.map_err(error)
 }
 
 /// Writes a file readable by the service only, replacing it atomically.
-async fn write_private(path: &Path, contents: &[u8]) -> Result<(), TofuError> {
+pub(crate) async fn write_private(path: &Path, contents: &[u8]) -> Result<(), TofuError> {
     let error = |source| TofuError::Workspace { path: path.to_path_buf(), source };
     let temporary = path.with_extension("tmp");
     let contents = contents.to_vec();
@@ -368,7 +388,14 @@ fn command_label(described: &str) -> &'static str {
         "apply" => "apply",
         "show" => "show",
         "destroy" => "destroy",
+        "plan" => "plan",
         "version" => "version",
         _ => "other",
     }
+}
+
+/// `plan -detailed-exitcode` (the driver's only `plan`) exits 2 when it
+/// planned changes: a success (`drift.rs`).
+fn changes_planned(verb: &str, output: &Output) -> bool {
+    verb == "plan" && output.code == Some(2)
 }

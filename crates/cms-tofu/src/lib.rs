@@ -20,17 +20,24 @@
 //! environment, fingerprinted and redacted; `user_data.rs`, cloud user data
 //! as one sensitive variable per node group set through `TF_VAR_*`; `encryption.rs`, OpenTofu's state
 //! encryption block; `state.rs`, `show -json` to projected resources;
-//! `readback.rs`, what is read back from the state after an apply (the
+//! `lock.rs`, the engine's state lock (the
+//! local lock file, `force-unlock`, the `pg` connection's `application_name`);
+//! `drift.rs`, `plan -detailed-exitcode` and the resources and attribute
+//! names that differ (`Tofu::plan`); `run_log.rs`, the last redacted output of each apply,
+//! plan and destroy per tenant until the caller takes it ([`Tofu::take_run`]); `readback.rs`, what is read back from the state after an apply (the
 //! made endpoint's address, instances their group no longer asks for). `Runner`
 //! is the IO seam, with a mock. Details: `docs/provisioning.md`.
 
 mod credentials;
+mod drift;
 mod driver;
 mod encryption;
 mod error;
+mod lock;
 mod process;
 mod providers;
 mod readback;
+mod run_log;
 mod runner;
 mod state;
 mod template;
@@ -38,11 +45,16 @@ mod user_data;
 mod workspace;
 
 pub use credentials::{CREDENTIAL_PREFIXES, Credentials, REDACTED};
+pub use drift::{Drift, DriftedResource, PLAN_FILE, USER_DATA_STAND_IN, parse_plan};
 pub use driver::{Applied, StateBackend, Tofu, TofuOptions, legacy_state_schema, state_schema};
 pub use encryption::{
     Engine, block as encryption_block, fingerprint as state_key_fingerprint, passphrase as state_passphrase,
 };
 pub use error::TofuError;
+pub use lock::{
+    EngineLock, LOCK_INFO_FILE, application_name, application_prefix, holder_tag, lock_holder,
+    parse_lock_info,
+};
 pub use process::{Invocation, Output};
 pub use readback::endpoint_address;
 #[cfg(any(test, feature = "testsuite"))]

@@ -11,6 +11,7 @@ mod bootstrap;
 pub(crate) mod clouds;
 pub(crate) mod cluster;
 mod console;
+mod drift;
 mod encryption;
 mod faults;
 mod injection;
@@ -84,7 +85,7 @@ impl Engine {
         Engine { dir }
     }
 
-    /// Server options that provision with this engine.
+    /// Server options that provision with this engine, without drift plans.
     pub(crate) fn options(&self) -> ServerOptions {
         ServerOptions::default()
             .env("CMS_PROVISIONING", "true")
@@ -92,6 +93,9 @@ impl Engine {
             .env("CMS_TOFU_CLI_CONFIG", self.dir.path().join("empty.tfrc").display().to_string())
             .env("CMS_TOFU_TIMEOUT", "120s")
             .env("CMS_RESYNC_INTERVAL", "1s")
+            // Drift plans would be runs the tests do not count on;
+            // `drift.rs` turns them on.
+            .env("CMS_DRIFT_INTERVAL", "0")
     }
 
     /// Sets or clears a control file.

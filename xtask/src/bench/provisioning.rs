@@ -114,6 +114,7 @@ pub(crate) async fn measure(
         network: Default::default(),
         resync: Duration::from_secs(3600),
         leases: None,
+        state_lock: None,
     });
 
     let started = Instant::now();

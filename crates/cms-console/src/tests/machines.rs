@@ -63,7 +63,7 @@ async fn machines_off_or_awaiting_replacement_stand_out_in_words() {
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     let body = &page.body;
     for expected in [
-        "<tr data-machine=\"m-1\"><th class=\"id\" scope=\"row\">m-1</th>",
+        "<tr data-machine=\"m-1\"><th class=\"id\" scope=\"row\"><a href=\"/tenants/demo/machines/m-1\">m-1</a></th>",
         "<tr data-machine=\"m-2\" class=\"attention\">",
         "<td class=\"stage\" data-stage=\"off\">",
         "<strong class=\"badge badge-off\">off</strong> <span class=\"stage-note\">not answering the node API</span>",

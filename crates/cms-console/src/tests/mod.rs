@@ -9,6 +9,7 @@ mod backups;
 mod editing;
 mod events;
 mod grants;
+mod logs;
 mod machines;
 mod operations;
 mod pages;

@@ -1,13 +1,15 @@
 //! A fake Kubernetes API server for tests: HTTPS with client certificates
 //! from the cluster's Kubernetes CA, the discovery kubectl needs, and Nodes
 //! and Pods that the test sets up and the client cordons, drains (by
-//! evictions, which a disruption budget may refuse) and deletes. Each Node
+//! evictions, which a disruption budget may refuse) and deletes, and the
+//! Events its components would write of that (`events.rs`). Each Node
 //! reports its kubelet's version (`status.nodeInfo.kubeletVersion`), as a
 //! kubelet does.
 //!
 //! Given a [`FakeEtcd`], it answers only once that etcd is bootstrapped:
 //! until then every request gets a 503 `Status` (and `/readyz` a 500).
 
+mod events;
 mod objects;
 mod routes;
 mod server;
@@ -134,11 +136,15 @@ impl FakeKube {
                 if !record.node.ready {
                     record.transitioned = now;
                 }
+                let became_ready = !record.node.ready;
                 record.node.ready = true;
                 record.node.address = address;
                 record.node.control_plane = control_plane;
                 if let Some(version) = kubelet_version {
                     record.node.kubelet_version = version.to_string();
+                }
+                if became_ready {
+                    node_event(&mut data, name, "NodeReady", "kubelet");
                 }
             }
             None => {
@@ -153,6 +159,9 @@ impl FakeKube {
                 let uid = data.uid();
                 data.nodes
                     .insert(name.to_string(), NodeRecord { node, uid, created: now, transitioned: now });
+                node_event(&mut data, name, "Starting", "kubelet");
+                node_event(&mut data, name, "RegisteredNode", "node-controller");
+                node_event(&mut data, name, "NodeReady", "kubelet");
             }
         }
         data.changed();
@@ -168,6 +177,7 @@ impl FakeKube {
             record.node.ready = ready;
             record.transitioned = SystemTime::now();
             data.changed();
+            node_event(&mut data, name, if ready { "NodeReady" } else { "NodeNotReady" }, "kubelet");
         }
     }
 
@@ -223,4 +233,16 @@ impl FakeKube {
             task.abort();
         }
     }
+}
+
+/// Records what a kubelet or the node controller reports of Node `name`.
+fn node_event(data: &mut state::Data, name: &str, reason: &str, component: &'static str) {
+    let (kind, message) = match reason {
+        "Starting" => ("Normal", "Starting kubelet.".to_string()),
+        "RegisteredNode" => ("Normal", format!("Node {name} event: Registered Node {name} in Controller")),
+        "NodeNotReady" => ("Normal", format!("Node {name} status is now: NodeNotReady")),
+        other => ("Normal", format!("Node {name} status is now: {other}")),
+    };
+    let host = if component == "kubelet" { name } else { "" };
+    events::about_node(data, name, events::Happened { kind, reason, message, component, host });
 }

@@ -67,7 +67,7 @@ pub(crate) fn api_groups() -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
 }
 
-/// `GET /api/v1`: Nodes, Pods and their eviction subresource.
+/// `GET /api/v1`: Nodes, Pods and their eviction subresource, and Events.
 pub(crate) fn api_resources() -> Value {
     json!({
         "kind": "APIResourceList",
@@ -84,6 +84,10 @@ pub(crate) fn api_resources() -> Value {
             {
                 "name": "pods/eviction", "singularName": "", "namespaced": true,
                 "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"],
+            },
+            {
+                "name": "events", "singularName": "event", "namespaced": true, "kind": "Event",
+                "verbs": ["list"], "shortNames": ["ev"],
             },
         ],
     })

@@ -8,8 +8,8 @@ use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::kube::objects;
 use crate::kube::state::{KubeRequest, Store, pod_key};
+use crate::kube::{events, objects};
 
 /// What a route answers.
 #[derive(Debug)]
@@ -104,6 +104,10 @@ fn route(store: &Store, segments: &[&str], asked: &Asked<'_>) -> Reply {
         ("GET", ["api", "v1", "nodes", name]) => get_node(store, name, asked),
         ("PATCH", ["api", "v1", "nodes", name]) => patch_node(store, name, asked),
         ("DELETE", ["api", "v1", "nodes", name]) => delete_node(store, name),
+        ("GET", ["api", "v1", "events"]) => list_events(store, None, asked),
+        ("GET", ["api", "v1", "namespaces", namespace, "events"]) => {
+            list_events(store, Some(namespace), asked)
+        }
         ("GET", ["api", "v1", "pods"]) => list_pods(store, None, asked),
         ("GET", ["api", "v1", "namespaces", namespace, "pods"]) => list_pods(store, Some(namespace), asked),
         ("GET", ["api", "v1", "namespaces", namespace, "pods", name]) => {
@@ -151,6 +155,14 @@ fn list_nodes(store: &Store, asked: &Asked<'_>) -> Reply {
     }
 }
 
+/// Events, of one namespace or all, paged by `limit` and `continue`.
+fn list_events(store: &Store, namespace: Option<&str>, asked: &Asked<'_>) -> Reply {
+    match events::list(&store.data(), namespace, &asked.query) {
+        Ok(list) => Reply::ok(list),
+        Err(message) => Reply::bad_request(&message),
+    }
+}
+
 fn get_node(store: &Store, name: &str, asked: &Asked<'_>) -> Reply {
     let data = store.data();
     let Some(record) = data.nodes.get(name) else { return Reply::not_found("nodes", name) };
@@ -179,11 +191,18 @@ fn patch_node(store: &Store, name: &str, asked: &Asked<'_>) -> Reply {
     };
     let mut data = store.data();
     let Some(record) = data.nodes.get_mut(name) else { return Reply::not_found("nodes", name) };
+    let cordoned = unschedulable.filter(|unschedulable| *unschedulable != record.node.unschedulable);
     if let Some(unschedulable) = unschedulable {
         record.node.unschedulable = unschedulable;
     }
     let record = record.clone();
     data.changed();
+    if let Some(unschedulable) = cordoned {
+        let reason = if unschedulable { "NodeNotSchedulable" } else { "NodeSchedulable" };
+        let message = format!("Node {name} status is now: {reason}");
+        let happened = events::Happened { kind: "Normal", reason, message, component: "kubelet", host: name };
+        events::about_node(&mut data, name, happened);
+    }
     Reply::ok(objects::node(&record, data.resource_version))
 }
 
@@ -286,7 +305,18 @@ fn evict(store: &Store, namespace: &str, name: &str, asked: &Asked<'_>) -> Reply
         }]});
         return Reply::Json(StatusCode::TOO_MANY_REQUESTS, status);
     }
-    data.pods.remove(&key);
+    if let Some(evicted) = data.pods.remove(&key) {
+        let message = "Stopping container main".to_string();
+        let host = evicted.pod.node.clone();
+        let happened = events::Happened {
+            kind: "Normal",
+            reason: "Killing",
+            message,
+            component: "kubelet",
+            host: &host,
+        };
+        events::about_pod(&mut data, namespace, name, &evicted.uid, happened);
+    }
     data.evictions.push(key);
     data.changed();
     Reply::Json(StatusCode::CREATED, objects::status(201, "", ""))

@@ -1,5 +1,5 @@
-//! What the fake Kubernetes API holds: its Nodes and Pods, the evictions it
-//! accepted, the Nodes it deleted and every request it got.
+//! What the fake Kubernetes API holds: its Nodes, Pods and Events, the
+//! evictions it accepted, the Nodes it deleted and every request it got.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -87,6 +87,8 @@ pub(crate) struct Data {
     pub(crate) evictions: Vec<String>,
     pub(crate) deleted_nodes: Vec<String>,
     pub(crate) requests: Vec<KubeRequest>,
+    /// Events, oldest first (`events.rs`).
+    pub(crate) events: Vec<crate::kube::events::EventRecord>,
     pub(crate) api_ready: bool,
     /// Grows with every change; lists answer it as `resourceVersion`.
     pub(crate) resource_version: u64,
@@ -125,6 +127,7 @@ impl Store {
             evictions: Vec::new(),
             deleted_nodes: Vec::new(),
             requests: Vec::new(),
+            events: Vec::new(),
             api_ready: true,
             resource_version: 1,
             next_uid: 0,

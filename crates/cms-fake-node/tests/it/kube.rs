@@ -134,7 +134,7 @@ async fn discovery_and_readiness() {
     let (_, resources) = get(&kube, &bundle, "/api/v1").await;
     let names: Vec<&str> =
         resources["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
-    assert_eq!(names, ["nodes", "pods", "pods/eviction"]);
+    assert_eq!(names, ["nodes", "pods", "pods/eviction", "events"]);
     let (status, missing) = get(&kube, &bundle, "/openapi/v3").await;
     assert_eq!(
         (status, missing["kind"].as_str(), missing["reason"].as_str()),
@@ -356,4 +356,39 @@ async fn the_api_serves_until_its_last_clone_goes() {
         }
     };
     assert!(refused, "nothing answers on {addr}");
+}
+
+#[tokio::test]
+async fn events_are_written_as_components_write_them_and_paged() {
+    let bundle = bundle();
+    let kube = start(&bundle).await;
+    kube.add_node("w-1", "10.0.0.2".parse().unwrap(), false);
+    kube.set_node_ready("w-1", false);
+    let (status, list) = get(&kube, &bundle, "/api/v1/events").await;
+    assert_eq!(status, 200);
+    assert_eq!(list["kind"], "EventList");
+    let reasons: Vec<&str> =
+        list["items"].as_array().unwrap().iter().filter_map(|e| e["reason"].as_str()).collect();
+    assert_eq!(reasons.len(), 4);
+    for reason in ["Starting", "RegisteredNode", "NodeReady", "NodeNotReady"] {
+        assert!(reasons.contains(&reason), "{reasons:?}");
+    }
+    let event = &list["items"][0];
+    assert_eq!(event["metadata"]["namespace"], "default");
+    assert_eq!(event["involvedObject"]["kind"], "Node");
+    assert_eq!(event["involvedObject"]["name"], "w-1");
+    assert!(event["lastTimestamp"].is_string() && event["source"]["component"].is_string(), "{event}");
+
+    let (_, first) = get(&kube, &bundle, "/api/v1/namespaces/default/events?limit=3").await;
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(3));
+    assert_eq!(first["metadata"]["remainingItemCount"], 1);
+    let token = first["metadata"]["continue"].as_str().expect("a continue token").replace('/', "%2F");
+    let (_, rest) =
+        get(&kube, &bundle, &format!("/api/v1/namespaces/default/events?limit=3&continue={token}")).await;
+    assert_eq!(rest["items"].as_array().map(Vec::len), Some(1));
+    assert!(rest["metadata"]["continue"].is_null());
+    let (_, other) = get(&kube, &bundle, "/api/v1/namespaces/web/events").await;
+    assert_eq!(other["items"].as_array().map(Vec::len), Some(0));
+    let (status, _) = get(&kube, &bundle, "/api/v1/events?limit=x").await;
+    assert_eq!(status, 400);
 }

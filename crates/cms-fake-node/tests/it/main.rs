@@ -5,6 +5,7 @@ mod cluster;
 mod identity;
 mod kube;
 mod kubectl;
+mod logs;
 mod reboots;
 mod snapshot;
 mod upstream;

@@ -48,9 +48,18 @@ fn the_guard_covers_every_call_the_client_makes() {
         ours.file.iter().flat_map(|file| &file.service).find(|service| service.name() == "MachineService");
     let methods: Vec<&str> =
         service.expect("MachineService").method.iter().map(|method| method.name()).collect();
-    for call in
-        ["Version", "ApplyConfiguration", "Upgrade", "Bootstrap", "EtcdSnapshot", "EtcdRecover", "Reset"]
-    {
+    for call in [
+        "Version",
+        "ApplyConfiguration",
+        "Upgrade",
+        "Bootstrap",
+        "EtcdSnapshot",
+        "EtcdRecover",
+        "Reset",
+        "Logs",
+        "Dmesg",
+        "ServiceList",
+    ] {
         assert!(methods.contains(&call), "{call} is not in our MachineService: {methods:?}");
     }
 }

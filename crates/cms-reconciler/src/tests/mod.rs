@@ -21,6 +21,7 @@ use cms_tenancy::{
 use crate::{Action, Context, reconcile};
 
 mod cluster;
+mod drift;
 mod fakes;
 mod hosts;
 mod kubernetes;
@@ -28,6 +29,7 @@ mod leader;
 mod liveness;
 mod reboots;
 mod replacing;
+mod state_lock;
 mod trust;
 mod upgrades;
 
@@ -139,6 +141,7 @@ async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfig
         network: Default::default(),
         resync: Duration::from_secs(60),
         leases: None,
+        state_lock: None,
     };
     Fixture { _dir: dir, store, engine, etcd, kube, ctx }
 }
@@ -216,6 +219,10 @@ async fn metal_hosts_take_their_configs_in_maintenance_mode_then_become_ready() 
     assert_eq!(machines[1].status.talos_version.as_deref(), Some("1.14.0"));
     assert!(machines[1].metadata.annotations.contains_key(crate::CONFIG_HASH_ANNOTATION));
     assert_eq!(f.store.projection(Some("acme".into())).await.unwrap().unwrap().len(), 3);
+    // The apply's output is kept in the store, for support bundles.
+    let kept = f.store.tool_runs("acme".into()).await.unwrap();
+    let kept: Vec<_> = kept.iter().map(|run| (run.command, run.succeeded, run.status.as_str())).collect();
+    assert_eq!(kept, [(cms_model::ToolCommand::Apply, true, "exit code 0")]);
 
     // Unchanged: no tool run and no node call (the mock counts them).
     let runs = f.ctx.tofu.runs();

@@ -113,6 +113,11 @@ impl Settings {
         if self.reconcile_concurrency == 0 {
             bail!("CMS_RECONCILE_CONCURRENCY must be at least 1");
         }
+        if self.drift_concurrency == 0 || self.drift_plans_per_interval == 0 {
+            bail!(
+                "CMS_DRIFT_CONCURRENCY and CMS_DRIFT_PLANS_PER_INTERVAL must be at least 1 (CMS_DRIFT_INTERVAL=0 turns drift detection off)"
+            );
+        }
         if let Some(url) = &self.public_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {

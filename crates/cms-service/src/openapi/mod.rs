@@ -320,6 +320,34 @@ fn query_parameters(query: Query) -> Vec<Parameter> {
                 ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).into(),
             ),
         ],
+        Query::Logs => {
+            let mut service = query_parameter(
+                "service",
+                "The Talos service whose log to read, such as `machined`, `etcd` or `kubelet`.",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some("^[a-z0-9][a-z0-9._-]{0,62}$"))
+                    .examples([json!("machined")])
+                    .into(),
+            );
+            service.required = Required::True;
+            let mut parameters = vec![service];
+            parameters.extend(query_parameters(Query::Dmesg));
+            parameters
+        }
+        Query::Dmesg => vec![
+            query_parameter(
+                "follow",
+                "Keep the response open and send what is written next, until the client goes away.",
+                ObjectBuilder::new().schema_type(Type::Boolean).default(Some(json!(false))).into(),
+            ),
+            query_parameter("tail", "Only the last lines, 1 to 10000.", integer(1, Some(10_000), Some(100))),
+        ],
+        Query::Force => vec![query_parameter(
+            "force",
+            "Release the lock even though its holder is alive.",
+            ObjectBuilder::new().schema_type(Type::Boolean).into(),
+        )],
         Query::Ttl => vec![query_parameter(
             "ttl",
             "The client certificate's lifetime, 1m to 24h (up to `CMS_CLIENT_CERT_MAX_TTL`); 24h by default.",
@@ -336,6 +364,7 @@ fn query_parameters(query: Query) -> Vec<Parameter> {
 fn success(doc: &Doc) -> Response {
     let description = match doc.status {
         201 => "Created.",
+        202 if doc.id == "releaseStateLock" => "Accepted: the replica reconciling the tenant releases it.",
         202 => "Accepted: deletion has begun.",
         204 => "Done; no body.",
         _ => "OK.",
@@ -435,6 +464,7 @@ const ERRORS: &[(u16, &str, &str)] = &[
          retry after `Retry-After` seconds.",
     ),
     (500, "Internal", "Something unexpected; the body carries the `requestId` under which it is logged."),
+    (502, "BadGateway", "A machine's node answered with an error; the message is its one-line reason."),
     (
         503,
         "Unavailable",

@@ -16,6 +16,12 @@ pub(super) enum Query {
     Ttl,
     /// The audit log's `actor` and `tenant` filters.
     AuditFilters,
+    /// `force` of a state lock's release.
+    Force,
+    /// `service` (required), `follow` and `tail` of a machine's log.
+    Logs,
+    /// `follow` and `tail` of a machine's kernel log.
+    Dmesg,
 }
 
 /// What a successful response carries.
@@ -301,9 +307,32 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .ok(200, Success::Yaml)
                 .error(409, "the tenant's secrets were dropped")
         }
+        ("GET", "/tenants/{name}/support") => {
+            Doc::new("getSupportBundle", TENANTS, "Download the tenant's support bundle")
+                .about(
+                    "A zip streamed as it is made: the tenant, its node groups, config patches and machines \
+                     with status; per machine its Talos version, services, recent logs and dmesg; the \
+                     cluster's Nodes and newest events; the tool's last apply and plan; `errors.txt` for \
+                     parts that could not be read. No secrets; at most 64 MiB of content. Editors and \
+                     admins; every read is on the audit log (docs/support.md).",
+                )
+                .ok(200, Success::Text("application/zip"))
+        }
         ("GET", "/tenants/{name}/health") => Doc::new("getTenantHealth", HEALTH, "Probe a tenant's nodes")
             .about("Asks the machines over the node API, 2 s each; results are cached 15 s per tenant.")
             .ok(200, Success::Json("Health")),
+        ("DELETE", "/tenants/{name}/state-lock") => {
+            Doc::new("releaseStateLock", TENANTS, "Release the tenant's tool state lock")
+                .about(
+                    "Admins only. Asks the replica reconciling the tenant to release the lock its status \
+                     shows (`status.stateLock`): the holder's database session ended or the engine's lock \
+                     undone, the record cleared, an audit record written (docs/provisioning.md, State locks).",
+                )
+                .query(&[Query::Force])
+                .ok(202, Success::Json("StateLockRelease"))
+                .error(404, "the tenant holds no tool state lock")
+                .error(409, "the lock's holder is alive (it holds the tenant), and `force` is not set")
+        }
         ("GET", "/tenants/{name}/backups") => {
             Doc::new("listBackups", BACKUPS, "List a tenant's etcd backups").ok(200, Success::Json("BackupList"))
         }
@@ -412,6 +441,27 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 )
                 .ok(200, Success::Yaml)
                 .error(409, "the machine's group is gone, a patch ref is missing, or a patch does not apply")
+        }
+        ("GET", "/tenants/{tenant}/machines/{id}/logs") => {
+            Doc::new("getMachineLogs", MACHINES, "Read a service's log on a machine's node")
+                .about(
+                    "The log of one of Talos's services (`machined`, `apid`, `etcd`, `kubelet`, ...) from                      the machine's node over the node API, sent as the node sends it; with `follow`, the                      response stays open with what the service writes next, until the client goes away.                      Editors and admins; every read is on the audit log, with the service (docs/api.md).",
+                )
+                .query(&[Query::Logs])
+                .ok(200, Success::Text("text/plain; charset=utf-8"))
+                .error(404, "no such tenant or machine, or the node keeps no log of that service")
+                .error(502, "the machine's node answered with an error")
+                .error(503, "the machine has no address yet, its node does not answer, or no node client")
+        }
+        ("GET", "/tenants/{tenant}/machines/{id}/dmesg") => {
+            Doc::new("getMachineDmesg", MACHINES, "Read the kernel log of a machine's node")
+                .about(
+                    "The node's kernel ring buffer, as `talosctl dmesg` reads it; with `follow`, the                      response stays open with what the kernel writes next. Editors and admins; every read                      is on the audit log (docs/api.md).",
+                )
+                .query(&[Query::Dmesg])
+                .ok(200, Success::Text("text/plain; charset=utf-8"))
+                .error(502, "the machine's node answered with an error")
+                .error(503, "the machine has no address yet, its node does not answer, or no node client")
         }
         ("PUT", "/tenants/{tenant}/machines/{id}/status") => {
             Doc::new("updateMachineStatus", MACHINES, "Replace a machine's observed state (the controller)")

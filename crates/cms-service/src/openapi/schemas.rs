@@ -18,6 +18,7 @@ use utoipa::openapi::{ComponentsBuilder, RefOr};
 use crate::backups::{BackupList, RestoreResult};
 use crate::error::ErrorBody;
 use crate::ops::BuildInfo;
+use crate::state_lock::StateLockRelease;
 
 /// The derived schemas, with every schema they refer to.
 #[derive(OpenApi)]
@@ -51,6 +52,7 @@ use crate::ops::BuildInfo;
     Backup,
     BackupList,
     RestoreResult,
+    StateLockRelease,
     BuildInfo,
     ErrorBody,
 )))]

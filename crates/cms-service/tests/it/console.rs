@@ -1,8 +1,8 @@
 //! The web console mounted in the real application: its paths beside the
 //! API's, its pages kept as pages by the error shaping, its forms on the
-//! audit log under the caller's name, its event stream through the
-//! framework, and the body limit. The console's own behaviour is tested in
-//! `cms-console`.
+//! audit log under the caller's name (and reads of machine logs, refused
+//! or not), its event stream through the framework, and the body limit.
+//! The console's own behaviour is tested in `cms-console`.
 
 use actix_web::test::TestRequest;
 use cms_model::UserRole;
@@ -128,4 +128,27 @@ async fn forms_over_the_body_limit_get_a_page() {
     assert_eq!(reply.status.as_u16(), 413);
     assert_eq!(reply.header("content-type"), "text/html; charset=utf-8");
     assert_eq!(reply.header("content-security-policy"), POLICY);
+}
+
+#[actix_web::test]
+async fn a_refused_read_of_a_machine_s_log_is_audited() {
+    let h = harness().await;
+    h.tenant("acme").await;
+    let token = h.user("vera", UserRole::View).await;
+    let request = TestRequest::get()
+        .uri("/tenants/acme/machines/cp-0/logs?service=etcd")
+        .insert_header(("cookie", format!("cms_session={token}")));
+    let refused = h.send_as(request).await;
+    assert_eq!(refused.status.as_u16(), 403, "{}", refused.text());
+    assert_eq!(refused.header("content-type"), "text/html; charset=utf-8", "a page, as every refusal");
+
+    let log = h.get("/api/v1/audit").await.json();
+    let items = log["items"].as_array().cloned().unwrap_or_default();
+    let record = items.iter().find(|record| record["actor"] == "vera").cloned().unwrap_or_default();
+    assert_eq!(record["method"], "GET", "{log}");
+    assert_eq!(record["route"], "/tenants/{name}/machines/{id}/logs", "{record}");
+    assert_eq!(record["status"], 403, "{record}");
+    assert_eq!(record["target"]["kind"], "Machine", "{record}");
+    assert_eq!(record["target"]["tenant"], "acme", "{record}");
+    assert_eq!(record["target"]["name"], "cp-0", "{record}");
 }

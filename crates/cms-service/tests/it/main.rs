@@ -9,10 +9,12 @@ mod errors;
 mod grants;
 mod health;
 mod machine_config;
+mod machine_logs;
 mod machines;
 mod matrix;
 mod metrics;
 mod projected;
+mod state_lock;
 mod tenants;
 mod user_data;
 
@@ -138,7 +140,9 @@ pub(crate) async fn harness_keeping(
     let tenancy = Tenancy::new(store.clone(), secrets.expect("secrets"));
     let prober = prober(&tenancy, Arc::new(SystemClock), ProberOptions::default());
     let state = AppState::new(tenancy.clone(), auth, store.clone(), prober, options)
-        .with_backups(backups(&tenancy, &dir));
+        .with_backups(backups(&tenancy, &dir))
+        .with_nodes(Arc::new(quiet_nodes()))
+        .with_state_locks(store.clone());
     let service = test::init_service(app(state.clone())).await;
     Harness { service, store, state, token, workload_key, _dir: dir }
 }
@@ -189,6 +193,16 @@ fn backups(tenancy: &Tenancy, dir: &TempDir) -> Backups {
         TenantNodeClient::new(cms_tenancy::talos_node_api(std::time::Duration::from_secs(2)), credentials);
     let objects = Arc::new(DirStore::new(dir.path().join("backups")));
     Backups::new(store, Arc::new(nodes), tenancy.secrets().clone(), objects)
+}
+
+/// A node client whose nodes have empty logs and no services, so that
+/// the routes that read machines' logs answer rather than 503.
+fn quiet_nodes() -> cms_tenancy::MockNodeClient {
+    let mut nodes = cms_tenancy::MockNodeClient::new();
+    nodes.expect_logs().returning(|_, _| Ok(Box::pin(futures_util::stream::empty())));
+    nodes.expect_dmesg().returning(|_, _| Ok(Box::pin(futures_util::stream::empty())));
+    nodes.expect_services().returning(|_| Ok(Vec::new()));
+    nodes
 }
 
 /// A prober on the real node API client over `tenancy`'s store and secrets.

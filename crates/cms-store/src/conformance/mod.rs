@@ -10,6 +10,7 @@ mod patch_refs;
 mod resources;
 mod secrets;
 mod selections;
+mod tool_runs;
 mod watch;
 
 use std::sync::Arc;
@@ -34,7 +35,8 @@ macro_rules! conformance_suite {
             tenant_deletion_and_finalizers, machine_deletion, watch_burst_then_live,
             watch_resumes_from_log, long_replays_come_in_pages, watch_refuses_compacted_and_future, slow_watchers_are_cut_off,
             one_object_watches_resume_past_compaction, one_object_watches_burst_and_follow_that_object,
-            reopen_sees_everything, projections, selections_count_and_page_the_matches,
+            reopen_sees_everything, projections, tool_runs_are_the_last_of_each_command,
+            selections_count_and_page_the_matches,
             users_and_the_last_admin, tokens_lifecycle, settings_keep_the_first_value,
             grants_lifecycle, concurrent_grant_updates_have_one_winner,
             secrets_are_written_with_the_tenant, secrets_go_with_their_finalizer,
@@ -65,6 +67,7 @@ pub use patch_refs::*;
 pub use resources::*;
 pub use secrets::*;
 pub use selections::*;
+pub use tool_runs::*;
 pub use watch::*;
 
 /// A fresh SQLite database in a directory of its own, for

@@ -8,3 +8,4 @@ mod postgres;
 mod proxy;
 mod replicas;
 mod sqlite;
+mod state_locks;

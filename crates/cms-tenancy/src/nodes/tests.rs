@@ -90,3 +90,36 @@ async fn a_host_reached_neither_way_is_unreachable_and_says_so_once() {
         "{summary}"
     );
 }
+
+#[tokio::test]
+async fn logs_pass_through_with_the_tenant_s_credentials() {
+    let bundle = SecretsBundle::generate("1.14.0").expect("a bundle");
+    let mut credentials = MockTenantCredentials::new();
+    credentials.expect_credentials().returning(move |_| {
+        Ok(NodeCredentials::for_tenant(&bundle, UserRole::Admin, Duration::from_secs(600))
+            .expect("credentials"))
+    });
+    let mut api = MockNodeApi::new();
+    api.expect_logs()
+        .withf(|target, credentials, request| {
+            target.endpoint() == "10.0.0.5:50000"
+                && !credentials.is_maintenance()
+                && request.service == "etcd"
+                && request.tail_lines == Some(3)
+        })
+        .returning(|_, _, _| {
+            let chunks = vec![
+                Ok(b"one\n".to_vec()),
+                Err(NodeApiError::Stalled {
+                    endpoint: "10.0.0.5:50000".into(),
+                    after: Duration::from_secs(5),
+                }),
+            ];
+            Ok(Box::pin(futures_util::stream::iter(chunks)))
+        });
+    let client = TenantNodeClient::new(Arc::new(api), Arc::new(credentials));
+    let request = LogsRequest { service: "etcd".into(), follow: true, tail_lines: Some(3) };
+    let chunks: Vec<_> = client.logs(&node(), request).await.expect("a log").collect().await;
+    assert_eq!(chunks[0].as_ref().expect("a chunk"), b"one\n");
+    assert!(chunks[1].as_ref().expect_err("it broke off").is_unreachable());
+}
