@@ -6,12 +6,10 @@
 //! service name is 400, and every read is on the audit log with its service.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::Child;
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use cms_e2e::cli::Cli;
+use cms_e2e::cli::{Cli, stdout_lines};
 use serde_json::json;
 
 use crate::backups::converged_tenant;
@@ -28,20 +26,6 @@ async fn user(server: &cms_e2e::Server, name: &str, role: &str) -> Cli {
     let cli = Cli::new(server);
     cli.run_with_input(&["login", "-u", name, "--password-stdin"], &format!("{password}\n")).expect(0);
     cli
-}
-
-/// The lines a child prints on standard output, as they come.
-fn lines(child: &mut Child) -> Receiver<String> {
-    let stdout = child.stdout.take().expect("a stdout pipe");
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    receiver
 }
 
 /// Reads lines until one satisfies `wanted`.
@@ -78,7 +62,7 @@ async fn cms_logs_tails_follows_and_is_audited() {
 
     // `-f`: a line the node writes after the command started arrives.
     let mut child = editor.spawn(&["logs", "acme", "cp-0", "--service", "kubelet", "-f", "--tail", "1"]);
-    let output = lines(&mut child);
+    let output = stdout_lines(&mut child);
     until(&output, "the kubelet's last line", |line| !line.is_empty());
     let node_ready = || async { (node.log_followers() == 1).then_some(()) };
     eventually("the node's followed stream", Duration::from_secs(10), node_ready).await;

@@ -4,13 +4,11 @@
 //! `wait` is shown meeting the conditions this server produces by itself: a
 //! config-patch reference resolving, and a timeout (exit 7) with progress.
 
-use std::io::{BufRead, BufReader};
-use std::process::Child;
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use cms_e2e::Server;
-use cms_e2e::cli::{CLI_TIMEOUT, Cli, wait_bounded};
+use cms_e2e::cli::{CLI_TIMEOUT, Cli, stdout_lines, wait_bounded};
 use cms_e2e::fixtures::{TENANTS, tenant, tenant_path};
 use serde_json::json;
 
@@ -20,20 +18,6 @@ fn logged_in(server: &Server) -> Cli {
     let cli = Cli::new(server);
     cli.run_with_input(&["login", "-u", "admin", "--password-stdin"], "e2e-admin-password\n").expect(0);
     cli
-}
-
-/// The lines a child prints on standard output, as they come.
-fn lines(child: &mut Child) -> Receiver<String> {
-    let stdout = child.stdout.take().expect("a stdout pipe");
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    receiver
 }
 
 #[track_caller]
@@ -49,7 +33,7 @@ async fn get_watch_prints_the_table_then_each_change() {
     let cli = logged_in(&server);
 
     let mut child = cli.spawn(&["get", "tenants", "-w"]);
-    let lines = lines(&mut child);
+    let lines = stdout_lines(&mut child);
     let header = next_line(&lines);
     assert!(header.starts_with("NAME       PHASE     READY"), "{header}");
     assert!(next_line(&lines).starts_with("existing   pending   false   "));
@@ -65,7 +49,7 @@ async fn get_watch_prints_the_table_then_each_change() {
 
     // -o json prints one event per line.
     let mut child = cli.spawn(&["get", "tenants", "existing", "-w", "-o", "json"]);
-    let lines = self::lines(&mut child);
+    let lines = stdout_lines(&mut child);
     let first: serde_json::Value = serde_json::from_str(&next_line(&lines)).unwrap();
     assert_eq!(first["type"], "ADDED");
     assert_eq!(first["object"]["metadata"]["name"], "existing");

@@ -6,13 +6,11 @@
 //! connection closes, and new ones wait until the test lets them through,
 //! so the client's resume comes after the writes, whatever the timing.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::Child;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use cms_e2e::cli::Cli;
+use cms_e2e::cli::{Cli, stdout_lines};
 use cms_e2e::fixtures::{TENANTS, tenant, tenant_path};
 use cms_e2e::{Api, Server, Watch};
 use serde_json::{Value, json};
@@ -72,20 +70,6 @@ impl Proxy {
     }
 }
 
-/// The lines a child prints on standard output, as they come.
-fn lines(child: &mut Child) -> Receiver<String> {
-    let stdout = child.stdout.take().expect("a stdout pipe");
-    let (sender, receiver) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    receiver
-}
-
 /// The next `n` events `cms watch -o json` prints, as `TYPE NAME VERSION`.
 fn next_events(lines: &Receiver<String>, n: usize) -> Vec<String> {
     (0..n)
@@ -133,7 +117,7 @@ async fn cms_watch_lists_again_after_410_and_shows_each_change_once() {
         .env("CMS_SERVER", &format!("http://{}", proxy.addr))
         .env("SERVICE_TOKEN", api.token().expect("the harness is logged in"));
     let mut child = cli.spawn(&["watch", "-o", "json"]);
-    let lines = lines(&mut child);
+    let lines = stdout_lines(&mut child);
 
     let opening: Vec<String> = [&a, &b, &c, &d].iter().map(|t| shown("ADDED", t)).collect();
     assert_eq!(next_events(&lines, 4), opening, "every tenant once, by name");

@@ -204,13 +204,13 @@ async fn acknowledged_writes_survive_kill_9_on_postgres() {
 }
 
 /// Runs one query with `psql` (next to the server's binaries, else on
-/// `PATH`) and returns its unaligned output.
+/// `PATH`) and returns its unaligned output, trimmed.
 #[allow(clippy::disallowed_methods)] // The test reads the database the way an operator would.
-fn psql(url: &str, query: &str) -> String {
+pub(crate) fn psql(url: &str, query: &str) -> String {
     let output = std::process::Command::new(cms_pgtest::client_tool("psql"))
         .args(["-At", "-c", query, url])
         .output()
         .expect("psql runs");
     assert!(output.status.success(), "psql: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
 }

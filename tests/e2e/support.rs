@@ -3,8 +3,9 @@
 //! bundle downloaded with `cms support`, holds every part (the resources,
 //! each machine's version, services, logs and dmesg, the cluster's Nodes
 //! and events, the tool's last apply and plan) and none of the keys,
-//! certificates and tokens of the tenant's secrets bundle. Viewers may not
-//! read it, and every read is on the audit log.
+//! certificates and tokens of the tenant's secrets bundle, nor the registry
+//! password a config patch holds. Viewers may not read it, and every read
+//! is on the audit log.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -21,6 +22,9 @@ use crate::provisioning::cluster::fake_hosts;
 use crate::provisioning::{CONVERGE, Engine, converged, eventually, metal_tenant};
 
 const TENANT: &str = "helpdesk";
+
+/// A registry password a config patch of the tenant holds.
+const REGISTRY_PASSWORD: &str = "e2e-registry-pa55word-9f3c";
 
 /// Every file of the bundle at `path`, by name.
 fn unzip(path: &std::path::Path) -> BTreeMap<String, String> {
@@ -92,6 +96,10 @@ async fn a_bundle_of_three_machines_holds_every_part_and_no_secret() {
     let patch = json!({"metadata": {"name": "motd"}, "spec": {"format": "strategic",
         "patches": [{"machine": {"sysctls": {"vm.swappiness": "10"}}}]}});
     api.post(&format!("/api/v1/tenants/{TENANT}/configpatches"), &patch).await.expect(201);
+    let auth = json!({"username": "robot", "password": REGISTRY_PASSWORD});
+    let registry = json!({"metadata": {"name": "registry"}, "spec": {"format": "strategic", "target": "worker",
+        "patches": [{"machine": {"registries": {"config": {"registry.example.com": {"auth": auth}}}}}]}});
+    api.post(&format!("/api/v1/tenants/{TENANT}/configpatches"), &registry).await.expect(201);
     // The drift check's plan runs every 2 s once the tenant is applied.
     eventually("a drift check", CONVERGE, || async {
         let tenant = api.get(&format!("/api/v1/tenants/{TENANT}")).await.expect(200);
@@ -113,6 +121,17 @@ async fn a_bundle_of_three_machines_holds_every_part_and_no_secret() {
     assert_eq!(json_of(&files, "tenant.json")["metadata"]["name"], TENANT);
     assert!(json_of(&files, "tenant.json")["status"]["conditions"].is_array(), "with its conditions");
     assert_eq!(json_of(&files, "configpatches/motd.json")["metadata"]["name"], "motd");
+    let patch = json_of(&files, "configpatches/registry.json");
+    assert_eq!(
+        (&patch["metadata"]["name"], &patch["spec"]["target"]),
+        (&json!("registry"), &json!("worker"))
+    );
+    let concealed = json!({"username": "[REDACTED]", "password": "[REDACTED]"});
+    assert_eq!(
+        patch["spec"]["patches"][0]["machine"]["registries"]["config"]["registry.example.com"]["auth"],
+        concealed,
+        "the patch keeps its shape, not its strings"
+    );
     let groups: Vec<&String> = files.keys().filter(|name| name.starts_with("node-groups/")).collect();
     assert_eq!(groups.len(), 2, "{groups:?}");
     let machines = api.get(&format!("/api/v1/tenants/{TENANT}/machines")).await.expect(200);
@@ -157,6 +176,7 @@ async fn a_bundle_of_three_machines_holds_every_part_and_no_secret() {
 
     let secrets = secrets(&api).await;
     for (name, text) in &files {
+        assert!(!text.contains(REGISTRY_PASSWORD), "{name} holds the registry password of a config patch");
         for secret in &secrets {
             assert!(!text.contains(secret.as_str()), "{name} holds a secret of the tenant's bundle");
         }

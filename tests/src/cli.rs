@@ -5,9 +5,10 @@
 //! `CMS_CONFIG` and what a test sets are passed on, so a developer's
 //! `SERVICE_TOKEN` or `EDITOR` never leaks in. Every run is bounded in time.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -152,4 +153,18 @@ pub fn wait_bounded(child: &mut Child, limit: Duration, args: &[&str]) -> ExitSt
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The lines a child started with a piped stdout prints, as they come.
+pub fn stdout_lines(child: &mut Child) -> Receiver<String> {
+    let stdout = child.stdout.take().expect("a stdout pipe");
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
 }

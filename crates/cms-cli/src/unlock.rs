@@ -15,7 +15,7 @@ use crate::output::{encode, out};
 pub(crate) struct UnlockArgs {
     /// The tenant
     pub(crate) tenant: String,
-    /// Release the lock even though its holder is alive (a stuck run)
+    /// Ask with force=true (recorded); a holder that is alive is never overridden
     #[arg(long)]
     pub(crate) force: bool,
 }

@@ -37,7 +37,7 @@ use futures_util::{Stream, StreamExt};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 use serde::Serialize;
-use tokio::time::{Instant, MissedTickBehavior, interval_at};
+use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at};
 
 use crate::failure::Failure;
 use crate::form::Form;
@@ -148,6 +148,15 @@ async fn open(console: &Console, resume: Option<Position>) -> Result<Watches, Fa
     Ok(Watches { tenants, machines, resumed: None, resync: resume.is_some() })
 }
 
+/// The ticks of a stream's heartbeat, the first one heartbeat from now; a
+/// tick missed while a frame was written waits a whole heartbeat again.
+pub(crate) fn heartbeats(console: &Console) -> Interval {
+    let heartbeat = console.options.heartbeat.max(Duration::from_millis(1));
+    let mut ticks = interval_at(Instant::now() + heartbeat, heartbeat);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticks
+}
+
 /// The frames of a stream, one at a time as the connection takes them,
 /// until a watch ends, the session does, or the server shuts down.
 fn frames(
@@ -157,7 +166,6 @@ fn frames(
     only: Only,
     slot: WatchSlot,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
-    let heartbeat = console.options.heartbeat.max(Duration::from_millis(1));
     async_stream::stream! {
         // Dropped with the stream, whether it ends or its client goes.
         let _slot = slot;
@@ -168,8 +176,7 @@ fn frames(
         if resync {
             yield Bytes::from_static(b"data: {\"type\":\"RESYNC\"}\n\n");
         }
-        let mut ticks = interval_at(Instant::now() + heartbeat, heartbeat);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut ticks = heartbeats(&console);
         let cancelled = console.shutdown.clone().cancelled_owned();
         tokio::pin!(cancelled);
         loop {

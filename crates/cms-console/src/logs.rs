@@ -22,16 +22,14 @@
 
 mod lines;
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use cms_auth::{Permission, WATCH_RETRY_AFTER, WatchSlot};
 use cms_tenancy::{LogChunks, LogsRequest, NodeError};
 use futures_util::{Stream, StreamExt};
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
-use tokio::time::{Instant, MissedTickBehavior, interval_at};
 
+use crate::events::heartbeats;
 use crate::failure::Failure;
 use crate::form::Form;
 use crate::reply::{Outcome, Refused};
@@ -200,13 +198,11 @@ fn frames(
     mut chunks: LogChunks,
     slot: WatchSlot,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
-    let heartbeat = console.options.heartbeat.max(Duration::from_millis(1));
     async_stream::stream! {
         // Dropped with the stream, whether it ends or its client goes.
         let _slot = slot;
         let mut lines = Lines::default();
-        let mut ticks = interval_at(Instant::now() + heartbeat, heartbeat);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut ticks = heartbeats(&console);
         let cancelled = console.shutdown.clone().cancelled_owned();
         tokio::pin!(cancelled);
         loop {

@@ -99,7 +99,9 @@ pub struct AuditEntry {
     /// paths no route serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
-    /// The path requested, without the query.
+    /// The path requested, without the query; a read of a machine's log
+    /// keeps the one part of it that says which log (`?service=etcd`, and
+    /// `?service=kernel` for the kernel's).
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<AuditTarget>,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cms_model::Kind;
-use cms_store::{EventType, WatchItem, WatchStream};
+use cms_store::{EventType, Lease, StoreError, WatchItem, WatchStream};
 use futures_util::StreamExt;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -163,6 +163,26 @@ async fn leased(tenant: &str, ctx: &Context, options: &LeaseOptions) -> Result<A
         Ok(None) => return Ok(Action::Requeue(options.ttl)),
         Err(err) => return Err(format!("could not take the tenant's lease: {err}")),
     };
+    let work =
+        |fenced: Context| async move { reconcile(tenant, &fenced).await.map_err(|err| err.to_string()) };
+    while_held(tenant, lease, ctx, options, work)
+        .await
+        .unwrap_or_else(|lost| Err(format!("stopped: the tenant's lease could not be renewed: {lost}")))
+}
+
+/// Runs `work` on a context whose every write is fenced by the tenant's
+/// `lease`, renewing the lease while it runs, then releases the lease. A
+/// failed renewal cancels `work` and is returned.
+pub(crate) async fn while_held<T, F>(
+    tenant: &str,
+    lease: Lease,
+    ctx: &Context,
+    options: &LeaseOptions,
+    work: impl FnOnce(Context) -> F,
+) -> Result<T, StoreError>
+where
+    F: Future<Output = T>,
+{
     let fenced = Context { store: options.leases.fenced(lease.clone()), ..ctx.clone() };
     let held = std::sync::Mutex::new(lease);
     let renew = async {
@@ -176,8 +196,8 @@ async fn leased(tenant: &str, ctx: &Context, options: &LeaseOptions) -> Result<A
         }
     };
     let result = tokio::select! {
-        result = reconcile(tenant, &fenced) => result.map_err(|err| err.to_string()),
-        lost = renew => Err(format!("stopped: the tenant's lease could not be renewed: {lost}")),
+        result = work(fenced) => Ok(result),
+        lost = renew => Err(lost),
     };
     let last = held.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Err(err) = options.leases.release_lease(last).await {

@@ -21,7 +21,7 @@
 
 mod schedule;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cms_model::{DriftMode, Kind, Phase, Tenant, TenantStatus};
@@ -31,6 +31,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::blocker::listed;
+use crate::controller::while_held;
 use crate::status::{self, set_condition};
 use crate::{APPLIED_ANNOTATION, Context, LeaseOptions, ReconcileError, plan, rollout};
 
@@ -268,34 +269,26 @@ pub(crate) async fn one(ctx: Arc<Context>, tenant: String, trigger: Trigger) -> 
     (tenant, planned)
 }
 
-/// A check under the tenant's lease: skipped while another replica holds
-/// it (a reconcile), every write fenced by it, renewed while it runs.
+/// A check under the tenant's lease: skipped while anything else holds it
+/// (a reconcile, this replica's own included), every write fenced by it,
+/// renewed while it runs. It is taken as [`drift_holder`]: the lease's own
+/// holder may take it again, and its release would end this replica's
+/// reconcile's hold.
 async fn leased(tenant: &str, ctx: &Context, options: &LeaseOptions) -> Result<Checked, ReconcileError> {
     let name = format!("tenant/{tenant}");
+    let holder = drift_holder(&options.holder);
+    let options = &LeaseOptions { holder, ..options.clone() };
     let Some(lease) = options.leases.acquire_lease(name, options.holder.clone(), options.ttl).await? else {
         return Ok(Checked::Skipped("held"));
     };
-    let fenced = Context { store: options.leases.fenced(lease.clone()), ..ctx.clone() };
-    let held = Mutex::new(lease);
-    let renew = async {
-        loop {
-            tokio::time::sleep(options.ttl / 3).await;
-            let current = held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-            match options.leases.renew_lease(current, options.ttl).await {
-                Ok(renewed) => *held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = renewed,
-                Err(err) => return err,
-            }
-        }
-    };
-    let result = tokio::select! {
-        result = check(tenant, &fenced) => result,
-        lost = renew => Err(lost.into()),
-    };
-    let last = held.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Err(err) = options.leases.release_lease(last).await {
-        tracing::warn!(tenant, "could not release the tenant's lease: {err}");
-    }
-    result
+    let work = |fenced: Context| async move { check(tenant, &fenced).await };
+    while_held(tenant, lease, ctx, options, work).await.unwrap_or_else(|lost| Err(lost.into()))
+}
+
+/// The holder a replica's drift checks take tenants' leases as: not the
+/// one its reconciles take them as.
+fn drift_holder(holder: &str) -> String {
+    format!("{holder}#drift")
 }
 
 fn tenant_names(ctx: &Context) -> Vec<String> {

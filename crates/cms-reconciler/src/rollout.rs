@@ -553,22 +553,14 @@ pub(crate) async fn set_annotation(
         let Some(object) = ctx.store.get(&key) else { return Ok(()) };
         let raw: serde_json::Value =
             serde_json::from_slice(&object.json).map_err(|source| corrupt(&key, source))?;
-        let mut annotations: BTreeMap<String, String> =
-            serde_json::from_value(raw["metadata"]["annotations"].clone()).unwrap_or_default();
+        let mut draft = Draft::tenant_as_stored(&raw);
         let changed = match &value {
-            Some(value) => annotations.insert(name.to_string(), value.clone()).as_ref() != Some(value),
-            None => annotations.remove(name).is_some(),
+            Some(value) => draft.annotations.insert(name.to_string(), value.clone()).as_ref() != Some(value),
+            None => draft.annotations.remove(name).is_some(),
         };
         if !changed {
             return Ok(());
         }
-        let labels: BTreeMap<String, String> =
-            serde_json::from_value(raw["metadata"]["labels"].clone()).unwrap_or_default();
-        let mut spec = raw["spec"].clone();
-        if let Some(spec) = spec.as_object_mut() {
-            spec.remove("nodeGroups");
-        }
-        let draft = Draft { labels, annotations, spec, ..Draft::default() };
         match ctx.store.update(key.clone(), draft, object.resource_version).await {
             Ok(_) | Err(StoreError::NotFound(_)) => return Ok(()),
             Err(StoreError::Conflict { .. }) => continue,

@@ -198,10 +198,13 @@ async fn release(
     );
     if held.sessions {
         let prefix = cms_tofu::application_prefix(tenant);
-        options.locks.end_state_lock_sessions(prefix.clone()).await?;
+        // Never this replica's own runs' sessions.
+        let own = cms_tofu::application_name(tenant, &options.holder);
+        options.locks.end_state_lock_sessions(prefix.clone(), own.clone()).await?;
         // The sessions' server processes take a moment to go, their locks with them.
         for _ in 0..SESSION_END_POLLS {
-            if options.locks.state_lock_sessions(prefix.clone()).await?.is_empty() {
+            let left = options.locks.state_lock_sessions(prefix.clone()).await?;
+            if left.iter().all(|session| session.application_name == own) {
                 break;
             }
             tokio::time::sleep(SESSION_END_POLL).await;

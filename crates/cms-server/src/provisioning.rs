@@ -123,10 +123,9 @@ impl Provisioning {
 
 /// This replica's name as a lease holder: the host, the process and a
 /// random part, so that a restarted process never passes for its
-/// predecessor.
+/// predecessor; the same for the life of the process, as the store's
+/// [`cms_store::replica_id`] (on SQLite, a state lock's holder is alive
+/// when it is this name).
 pub(crate) fn replica_id() -> String {
-    let host =
-        std::fs::read_to_string("/etc/hostname").map(|name| name.trim().to_string()).unwrap_or_default();
-    let host = if host.is_empty() { "host".to_string() } else { host };
-    format!("{host}/{}/{}", std::process::id(), uuid::Uuid::new_v4().simple())
+    cms_store::replica_id().to_string()
 }

@@ -14,7 +14,11 @@
 //!   error 502, each with the node's one-line reason (never a secret); a
 //!   service the node keeps no log of is 404.
 //! - A followed log holds one of its caller's watch slots, as a watch
-//!   stream does, and ends when the node ends it, the client goes away
+//!   stream does (429 past the caller's limit); at every watch heartbeat
+//!   it authenticates the request's credential again and checks again
+//!   that it may read the tenant's logs, and a revoked token, a deleted
+//!   user or a removed grant cuts it short. It ends when the node ends
+//!   it, the client goes away
 //!   (dropping the node's stream, which resets the call) or the server
 //!   shuts down; the connection's send timeout cuts off a client that
 //!   stops reading. An error after the first byte cuts the response short.
@@ -26,9 +30,8 @@
 
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
-use bytes::Bytes;
-use cms_auth::WatchSlot;
 use cms_tenancy::{LogChunks, LogsRequest, NodeClient, NodeError, NodeRef, machine_node};
+use follow::Follow;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
@@ -173,10 +176,11 @@ fn node(
     Ok((nodes, node))
 }
 
-/// A watch slot of the caller's for a followed log.
-fn slot(req: &HttpRequest, state: &AppState, follow: bool) -> Result<Option<WatchSlot>, ApiError> {
+/// A watch slot of the caller's for a followed log, and what checking the
+/// caller again at each heartbeat takes.
+fn slot(req: &HttpRequest, state: &AppState, follow: bool) -> Result<Option<Follow>, ApiError> {
     match follow {
-        true => crate::watch::slot(req, state),
+        true => Follow::open(req, state).map(Some),
         false => Ok(None),
     }
 }
@@ -202,25 +206,10 @@ fn node_error(node: &NodeRef, service: Option<&str>, err: NodeError) -> ApiError
 }
 
 /// The response: the chunks as they come, until the node ends them, the
-/// client goes or the server shuts down; the stream holds `slot`.
-fn respond(state: &AppState, chunks: LogChunks, slot: Option<WatchSlot>) -> HttpResponse {
-    let shutdown = Box::pin(state.shutdown.clone().cancelled_owned());
-    // The state is the open read: dropped (with the node's stream and the
-    // slot) once the node ends it, it fails, or the server shuts down.
-    let body = futures_util::stream::unfold(Some((chunks, shutdown, slot)), |open| async move {
-        let (mut chunks, mut shutdown, slot) = open?;
-        let chunk = tokio::select! {
-            _ = &mut shutdown => return None,
-            chunk = chunks.next() => chunk?,
-        };
-        match chunk {
-            Ok(bytes) => Some((Ok(Bytes::from(bytes)), Some((chunks, shutdown, slot)))),
-            Err(err) => {
-                tracing::warn!(error = %err.summary(), "a machine's log broke off");
-                Some((Err(std::io::Error::other(err.summary())), None))
-            }
-        }
-    });
+/// client goes, the server shuts down or a followed log's caller may no
+/// longer read it (`follow.rs`); the stream holds `follow`.
+fn respond(state: &AppState, chunks: LogChunks, follow: Option<Follow>) -> HttpResponse {
+    let body = follow::body(state.shutdown.clone(), chunks, follow);
     HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8")))
         .insert_header((CACHE_CONTROL, HeaderValue::from_static("no-store")))
@@ -261,5 +250,6 @@ fn skip_lines(chunks: LogChunks, skip: u64) -> LogChunks {
     }))
 }
 
+mod follow;
 #[cfg(test)]
 mod tests;

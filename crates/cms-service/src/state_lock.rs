@@ -7,10 +7,11 @@
 //! which the reconciling replica carries out as it next takes the tenant
 //! up, a few seconds later, with an audit record of its own. 404 when the
 //! tenant's status shows no lock; 409 when its holder is alive (it holds
-//! the tenant's lease; on SQLite, it is this server) unless `force=true`;
-//! else 202 with the lock to be released.
+//! the tenant's lease; on SQLite, it is this server), `force` or not: that
+//! replica is mid-run, its own take-up never releases its own lock, and
+//! its run must end first (by itself, or at `CMS_TOFU_TIMEOUT`); else 202
+//! with the lock to be released, `force` recorded with the request.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use actix_web::http::StatusCode;
@@ -29,7 +30,8 @@ use crate::state::AppState;
 pub(crate) struct StateLockRelease {
     /// The lock to be released, as the tenant's status showed it.
     lock: StateLock,
-    /// Whether the release was forced over a holder that is alive.
+    /// Whether the request was made with `force=true` (recorded with it;
+    /// a holder that is alive is never overridden).
     force: bool,
 }
 
@@ -72,26 +74,19 @@ pub(crate) async fn release(
             object.parse().map_err(|err| ApiError::Internal(format!("tenant {name:?}: {err}")))?;
         let lock = tenant.status.state_lock.clone().ok_or_else(not_found)?;
         let alive = locks.holds_lease(format!("tenant/{name}"), lock.holder.clone()).await?;
-        if alive && !force {
+        if alive {
             return Err(ApiError::Conflict(format!(
-                "the tool state lock of tenant {name:?} is held by {}, which is alive (it holds the tenant); \
-                 release it with force=true only if its run is stuck",
+                "the tool state lock of tenant {name:?} is held by {}, which is alive and running the tool \
+                 (it holds the tenant): its run must end first (by itself, or at the tool's timeout), \
+                 even with force=true",
                 lock.holder
             )));
         }
         let raw: serde_json::Value = serde_json::from_slice(&object.json)
             .map_err(|err| ApiError::Internal(format!("tenant {name:?}: {err}")))?;
-        let mut annotations: BTreeMap<String, String> =
-            serde_json::from_value(raw["metadata"]["annotations"].clone()).unwrap_or_default();
+        let mut draft = Draft::tenant_as_stored(&raw);
         let asked = if force { "force" } else { "stale" };
-        annotations.insert(RELEASE_STATE_LOCK_ANNOTATION.to_string(), asked.to_string());
-        let labels: BTreeMap<String, String> =
-            serde_json::from_value(raw["metadata"]["labels"].clone()).unwrap_or_default();
-        let mut spec = raw["spec"].clone();
-        if let Some(spec) = spec.as_object_mut() {
-            spec.remove("nodeGroups");
-        }
-        let draft = Draft { labels, annotations, spec, ..Draft::default() };
+        draft.annotations.insert(RELEASE_STATE_LOCK_ANNOTATION.to_string(), asked.to_string());
         match state.store().update(key.clone(), draft, object.resource_version).await {
             Ok(_) => {
                 tracing::info!(tenant = %name, holder = %lock.holder, force, "asked to release the tool state lock");

@@ -2,12 +2,15 @@
 //! streamed as `cms_support` builds it (its resources, its nodes' services,
 //! logs and kernel log, its Kubernetes Nodes and events, the provisioning
 //! tool's last runs; no secret). Editors and admins; every read is on the
-//! audit log.
+//! audit log. A bundle holds one of its caller's watch slots until its
+//! stream ends or its client goes: past the caller's limit of open watches,
+//! follows and bundles, it is 429.
 
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::Utc;
 use cms_support::{Sources, SupportOptions, bundle_file_name, support_bundle};
+use futures_util::StreamExt;
 
 use crate::audit::note_recorded_read;
 use crate::auth::caller;
@@ -28,7 +31,13 @@ pub(crate) async fn bundle(
         nodes: state.nodes.clone(),
         kube: state.kube.clone(),
     };
+    let slot = crate::watch::slot(&req, &state)?;
     let stream = support_bundle(sources, &name, SupportOptions::default())?;
+    // The slot goes with the stream, whether it ends or is dropped unfinished.
+    let stream = stream.map(move |piece| {
+        let _slot = &slot;
+        piece
+    });
     tracing::info!(user = %caller.user, tenant = %name, "reading a support bundle");
     let file = bundle_file_name(&name, Utc::now());
     Ok(HttpResponse::Ok()

@@ -90,6 +90,19 @@ pub struct Draft {
     pub secrets: Option<Vec<u8>>,
 }
 
+impl Draft {
+    /// The draft that writes a stored tenant (`raw`, its JSON) back as it
+    /// is: its labels, annotations and spec, its node groups kept.
+    pub fn tenant_as_stored(raw: &Value) -> Draft {
+        let field = |name: &str| serde_json::from_value(raw["metadata"][name].clone()).unwrap_or_default();
+        let mut spec = raw["spec"].clone();
+        if let Some(spec) = spec.as_object_mut() {
+            spec.remove("nodeGroups");
+        }
+        Draft { labels: field("labels"), annotations: field("annotations"), spec, ..Draft::default() }
+    }
+}
+
 impl fmt::Debug for Draft {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Draft")

@@ -116,7 +116,7 @@ pub use sealed::Sealed;
 pub use sql::{DEFAULT_MAX_MACHINES_PER_TENANT, SqlStore, StoreOptions};
 #[cfg(any(test, feature = "testsuite"))]
 pub use state_lock::MockStateLocks;
-pub use state_lock::{LockSession, StateLocks};
+pub use state_lock::{LockSession, StateLocks, replica_id};
 pub use tenant_status::update_tenant_status;
 
 /// The finalizer that stands for a tenant's machines and infrastructure.

@@ -2,7 +2,8 @@
 
 use chrono::Utc;
 use cms_model::Projected;
-use sea_orm::{ActiveValue::Set, EntityTrait, QueryOrder, TransactionTrait};
+use sea_orm::{ActiveValue::Set, DatabaseTransaction, EntityTrait, QueryOrder, TransactionTrait};
+use tokio::sync::MutexGuard;
 
 use crate::api::Key;
 use crate::commit::stored_row;
@@ -14,6 +15,25 @@ use crate::render::{format_time, json};
 use crate::sql::SqlStore;
 
 impl SqlStore {
+    /// Starts a write to rows that go with `tenant`: under the write lock,
+    /// held by the guard returned, fenced by `fence`, and with the tenant's
+    /// row locked and required to exist.
+    pub(crate) async fn begin_tenant_write(
+        &self,
+        tenant: &str,
+        fence: Option<&Lease>,
+    ) -> Result<(MutexGuard<'_, ()>, DatabaseTransaction), StoreError> {
+        let guard = self.write_lock.lock().await;
+        let txn = self.db.begin().await?;
+        if let Some(lease) = fence {
+            lease::check(&txn, lease).await?;
+        }
+        let key = Key::tenant(tenant.to_string());
+        dialect::lock_owner(&txn, &key).await?;
+        stored_row(&txn, &key).await?;
+        Ok((guard, txn))
+    }
+
     pub(crate) async fn write_projection(
         &self,
         tenant: String,
@@ -21,14 +41,7 @@ impl SqlStore {
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let items = serde_json::to_string(&items).map_err(|err| StoreError::Corrupt(err.to_string()))?;
-        let _guard = self.write_lock.lock().await;
-        let txn = self.db.begin().await?;
-        if let Some(lease) = fence {
-            lease::check(&txn, lease).await?;
-        }
-        let key = Key::tenant(tenant.clone());
-        dialect::lock_owner(&txn, &key).await?;
-        stored_row(&txn, &key).await?;
+        let (_guard, txn) = self.begin_tenant_write(&tenant, fence).await?;
         projection::Entity::delete_by_id(tenant.clone()).exec(&txn).await?;
         let row = projection::ActiveModel {
             tenant: Set(tenant),

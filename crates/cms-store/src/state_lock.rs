@@ -38,14 +38,19 @@ pub trait StateLocks: Send + Sync + 'static {
     /// an advisory lock. Always none on SQLite.
     async fn state_lock_sessions(&self, prefix: String) -> Result<Vec<LockSession>, StoreError>;
 
-    /// Ends the sessions of [`StateLocks::state_lock_sessions`] (the
-    /// process is told to stop, and its locks go with it); how many.
-    async fn end_state_lock_sessions(&self, prefix: String) -> Result<u64, StoreError>;
+    /// Ends the sessions of [`StateLocks::state_lock_sessions`] but those
+    /// named `except` (this replica's own runs) and this connection's (the
+    /// process is told to stop, and its locks go with it); how many. One
+    /// statement picks and ends them, so that a server process that ended
+    /// meanwhile and whose pid went to another session is not taken for
+    /// one of them.
+    async fn end_state_lock_sessions(&self, prefix: String, except: String) -> Result<u64, StoreError>;
 
     /// Whether `holder` holds the lease `name`, unexpired, by the
     /// database's clock. On SQLite, where one server holds the database
-    /// and takes no leases, whether `holder` (`<host>/<pid>/<random>`) is
-    /// of this process.
+    /// and takes no leases, whether `holder` is this process's
+    /// [`replica_id`] (a previous process on the same host, in a container
+    /// with the same pid, is not).
     async fn holds_lease(&self, name: String, holder: String) -> Result<bool, StoreError>;
 }
 
@@ -57,13 +62,35 @@ const SESSIONS: &str = "SELECT DISTINCT a.pid, a.application_name, \
      WHERE l.locktype = 'advisory' AND l.granted AND a.datname = current_database() \
      AND left(a.application_name, length($1)) = $1 ORDER BY a.pid";
 
+/// Ends the sessions named `$1...` holding an advisory lock, but those
+/// named `$2` and this one, as it picks them.
+const END_SESSIONS: &str = "SELECT a.pid, a.application_name, pg_terminate_backend(a.pid) AS ended \
+     FROM pg_stat_activity a \
+     WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() \
+     AND left(a.application_name, length($1)) = $1 AND a.application_name <> $2 \
+     AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted)";
+
 fn postgres(sql: &str, values: impl IntoIterator<Item = sea_orm::Value>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
-/// Whether `holder` names this process: its second field is our pid.
+/// This process's name as a lease and state lock holder:
+/// `<host>/<pid>/<random>`, the same for the life of the process, so that
+/// a restarted process (in a container, the same host and pid) never passes
+/// for its predecessor.
+pub fn replica_id() -> &'static str {
+    static REPLICA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    REPLICA.get_or_init(|| {
+        let host =
+            std::fs::read_to_string("/etc/hostname").map(|name| name.trim().to_string()).unwrap_or_default();
+        let host = if host.is_empty() { "host".to_string() } else { host };
+        format!("{host}/{}/{}", std::process::id(), uuid::Uuid::new_v4().simple())
+    })
+}
+
+/// Whether `holder` names this process: all of it, not its pid alone.
 fn is_this_process(holder: &str) -> bool {
-    holder.split('/').nth(1).and_then(|pid| pid.parse::<u32>().ok()) == Some(std::process::id())
+    holder == replica_id()
 }
 
 #[async_trait]
@@ -85,15 +112,16 @@ impl StateLocks for SqlStore {
         Ok(sessions)
     }
 
-    async fn end_state_lock_sessions(&self, prefix: String) -> Result<u64, StoreError> {
+    async fn end_state_lock_sessions(&self, prefix: String, except: String) -> Result<u64, StoreError> {
+        if !is_postgres(&self.db) || prefix.is_empty() {
+            return Ok(0);
+        }
         let mut ended = 0;
-        for session in self.state_lock_sessions(prefix).await? {
-            let row = self
-                .db
-                .query_one_raw(postgres("SELECT pg_terminate_backend($1) AS ended", [session.pid.into()]))
-                .await?;
-            if row.map(|row| row.try_get::<bool>("", "ended")).transpose()?.unwrap_or(false) {
-                tracing::info!(pid = session.pid, name = %session.application_name, "ended a session holding a tool state lock");
+        for row in self.db.query_all_raw(postgres(END_SESSIONS, [prefix.into(), except.into()])).await? {
+            let pid: i32 = row.try_get("", "pid")?;
+            let name = row.try_get::<Option<String>>("", "application_name")?.unwrap_or_default();
+            if row.try_get::<Option<bool>>("", "ended")?.unwrap_or(false) {
+                tracing::info!(pid, name = %name, "ended a session holding a tool state lock");
                 ended += 1;
             }
         }
@@ -115,9 +143,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_holder_is_this_process_by_its_pid() {
-        assert!(is_this_process(&format!("host/{}/abc", std::process::id())));
+    fn a_holder_is_this_process_by_its_whole_name_not_its_pid() {
+        assert!(is_this_process(replica_id()));
+        assert_eq!(replica_id(), replica_id(), "one name for the life of the process");
+        let (host, rest) = replica_id().split_once('/').unwrap();
+        assert!(rest.starts_with(&format!("{}/", std::process::id())));
+        // A previous process on the same host with the same pid.
+        assert!(!is_this_process(&format!("{host}/{}/0123456789abcdef", std::process::id())));
         assert!(!is_this_process("host/0/abc"));
         assert!(!is_this_process("host"));
+    }
+
+    #[tokio::test]
+    async fn on_sqlite_only_this_process_s_replica_holds_the_tenant() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
+        let store = SqlStore::open(&crate::StoreOptions::new(url)).await.unwrap();
+        let name = || "tenant/acme".to_string();
+        assert!(store.holds_lease(name(), replica_id().to_string()).await.unwrap());
+        let predecessor = format!("host/{}/ffffffffffffffffffffffffffffffff", std::process::id());
+        assert!(!store.holds_lease(name(), predecessor).await.unwrap(), "a previous server is gone");
     }
 }

@@ -4,15 +4,10 @@
 
 use chrono::{DateTime, Utc};
 use cms_model::{ToolCommand, ToolRun};
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter, TransactionTrait,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter};
 
-use crate::api::Key;
-use crate::commit::stored_row;
-use crate::dialect;
 use crate::error::StoreError;
-use crate::lease::{self, Lease};
+use crate::lease::Lease;
 use crate::render::format_time;
 use crate::sql::SqlStore;
 
@@ -49,14 +44,7 @@ impl SqlStore {
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let (output, cut) = ToolRun::bounded(run.output);
-        let _guard = self.write_lock.lock().await;
-        let txn = self.db.begin().await?;
-        if let Some(lease) = fence {
-            lease::check(&txn, lease).await?;
-        }
-        let key = Key::tenant(tenant.clone());
-        dialect::lock_owner(&txn, &key).await?;
-        stored_row(&txn, &key).await?;
+        let (_guard, txn) = self.begin_tenant_write(&tenant, fence).await?;
         let command = run.command.as_str().to_string();
         tool_run::Entity::delete_by_id((tenant.clone(), command.clone())).exec(&txn).await?;
         let row = tool_run::ActiveModel {

@@ -13,7 +13,8 @@ use secrecy::ExposeSecret;
 use serde::Serialize;
 
 use crate::archive::{Archive, Gone};
-use crate::redact::{Known, Redactor, redact};
+use crate::conceal::conceal;
+use crate::redact::{Known, REDACTED, Redactor, redact};
 use crate::{Sources, SupportOptions};
 
 /// Builds one tenant's bundle into an archive.
@@ -106,11 +107,16 @@ impl Builder {
         Known::new(values)
     }
 
-    /// A stored resource, pretty-printed and redacted.
+    /// A stored resource, pretty-printed, with the values a user may put a
+    /// secret in concealed (`conceal.rs`), and redacted.
     async fn object(&mut self, name: &str, object: &Object) -> Result<(), Gone> {
         let text = match serde_json::from_slice::<serde_json::Value>(&object.json) {
-            Ok(value) => serde_json::to_string_pretty(&value).unwrap_or_default(),
-            Err(_) => String::from_utf8_lossy(&object.json).into_owned(),
+            Ok(mut value) => {
+                conceal(object.key.kind, &mut value);
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            }
+            // Nothing of it could be told apart from a secret.
+            Err(_) => format!("{{\"unreadable\": \"{REDACTED}\"}}"),
         };
         self.archive.file(name, redact(&format!("{text}\n"), &self.known).as_bytes()).await
     }

@@ -15,7 +15,9 @@
 //! - `TRUNCATED.txt`, once the bound on the content is reached.
 //!
 //! No secret goes in: no machine config, client config or secrets bundle
-//! is read, and every entry passes through `redact.rs`, which replaces
+//! is read; of the config patches (pieces of machine config) and the node
+//! groups' `providerConfig` only the shape goes in, every string replaced
+//! (`conceal.rs`); and every entry passes through `redact.rs`, which replaces
 //! every PEM block and the base64 of one, and every value of the tenant's
 //! secrets (its tokens, and each line of its keys and certificates). The bundle is bounded: logs by
 //! lines and bytes each, the whole content by [`SupportOptions::max_bytes`].
@@ -25,6 +27,7 @@
 
 mod archive;
 mod bundle;
+mod conceal;
 mod redact;
 
 use std::io;

@@ -5,7 +5,8 @@
 //! that holds the base64 of `-----BEGIN` (a PEM block encoded once more,
 //! as kubeconfigs and machine configs carry them), and every known secret
 //! value it is given (the tenant's tokens and keys, and each line of its
-//! PEM blocks). Lines longer than [`MAX_LINE`] are cut.
+//! PEM blocks). Lines longer than [`MAX_LINE`] are cut, after the known
+//! values are found in them: a value that straddles the cut goes whole.
 
 /// What stands where something was redacted.
 pub const REDACTED: &str = "[REDACTED]";
@@ -58,6 +59,38 @@ impl Known {
         Known(std::sync::Arc::new(all))
     }
 
+    /// The length of the longest value.
+    fn longest(&self) -> usize {
+        self.0.first().map_or(0, String::len)
+    }
+
+    /// `line[..cut]` with each value that starts before `cut` replaced,
+    /// the part of it past `cut` too: nothing of a value that straddles
+    /// the cut is left.
+    fn scrub_cut(&self, line: &str, cut: usize) -> String {
+        let mut marks: Vec<(usize, usize)> = Vec::new();
+        for value in self.0.iter() {
+            for (at, _) in line.match_indices(value.as_str()) {
+                let end = at + value.len();
+                if at < cut && !marks.iter().any(|(start, stop)| at < *stop && *start < end) {
+                    marks.push((at, end));
+                }
+            }
+        }
+        marks.sort_unstable();
+        let mut out = String::with_capacity(cut);
+        let mut at = 0;
+        for (start, end) in marks {
+            out.push_str(&line[at..start]);
+            out.push_str(REDACTED);
+            at = end;
+        }
+        if at < cut {
+            out.push_str(&line[at..cut]);
+        }
+        out
+    }
+
     fn scrub(&self, line: String) -> String {
         let mut line = line;
         for value in self.0.iter() {
@@ -100,15 +133,43 @@ impl Redactor {
         self.line(&String::from_utf8_lossy(&line)).into_bytes()
     }
 
+    /// Up to [`MAX_LINE`] bytes of a line, and past them as many as a
+    /// known value or a block's start could still span.
     fn append(&mut self, bytes: &[u8]) {
-        let room = MAX_LINE.saturating_sub(self.partial.len());
+        let kept = MAX_LINE + self.known.longest().max(BEGIN.len());
+        let room = kept.saturating_sub(self.partial.len());
         self.partial.extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 
     /// One line, redacted: first of the known values, then of PEM blocks.
+    /// A line longer than [`MAX_LINE`] is cut there once its known values
+    /// are replaced; a block that starts across the cut is open after it.
     fn line(&mut self, line: &str) -> String {
-        let line = self.known.scrub(line.to_string());
-        self.blocks(&line)
+        if line.len() <= MAX_LINE {
+            let line = self.known.scrub(line.to_string());
+            return self.blocks(&line);
+        }
+        let mut cut = MAX_LINE;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let near = cut.saturating_sub(BEGIN.len() - 1);
+        let begin = BEGIN.as_bytes();
+        let opened = line.as_bytes()[near..]
+            .windows(begin.len())
+            .position(|window| window == begin)
+            .map(|at| near + at)
+            .filter(|at| *at < cut);
+        if let Some(at) = opened {
+            cut = at;
+        }
+        let scrubbed = self.known.scrub_cut(line, cut);
+        let mut out = self.blocks(&scrubbed);
+        if opened.is_some() && !self.in_block {
+            out.push_str(REDACTED);
+            self.in_block = true;
+        }
+        out
     }
 
     /// Inside a block, nothing of a line but what follows the block's end.
@@ -232,6 +293,34 @@ mod tests {
         let known = Known::new(["abcdef.0123456789abcdef".to_string(), "short".to_string(), KEY.to_string()]);
         let text = "token abcdef.0123456789abcdef, and short; key line MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oEPRcgpW+8KJ\n";
         assert_eq!(redact(text, &known), "token [REDACTED], and short; key line [REDACTED]\n");
+    }
+
+    #[test]
+    fn a_known_value_across_the_cut_goes_whole() {
+        let secret = "s3cret-token-0123456789abcdef";
+        let known = Known::new([secret.to_string()]);
+        for before in [MAX_LINE - 5, MAX_LINE - 1, MAX_LINE - secret.len(), MAX_LINE + 1] {
+            let text = format!("{}{secret} tail\nnext\n", "x".repeat(before));
+            let mut redactor = Redactor::with_known(known.clone());
+            let mut out = Vec::new();
+            for chunk in text.as_bytes().chunks(4096) {
+                out.extend(redactor.push(chunk));
+            }
+            let out = String::from_utf8(out).unwrap();
+            let (line, rest) = out.split_once('\n').unwrap();
+            assert_eq!(rest, "next\n");
+            assert!(!line.contains("s3cret"), "nothing of the value is left at {before}");
+            let expected = match before < MAX_LINE {
+                true => format!("{}{REDACTED}", "x".repeat(before)),
+                false => "x".repeat(MAX_LINE),
+            };
+            assert!(line.starts_with(&expected), "at {before}");
+            assert!(line.len() <= MAX_LINE + REDACTED.len(), "at {before}");
+        }
+        // A block whose start straddles the cut opens there.
+        let text = format!("{}{KEY}\nafter\n", "y".repeat(MAX_LINE - 4));
+        let out = redact(&text, &Known::default());
+        assert_eq!(out, format!("{}{REDACTED}\n{REDACTED}\n{REDACTED}\nafter\n", "y".repeat(MAX_LINE - 4)));
     }
 
     #[test]

@@ -17,6 +17,9 @@ const KEY: &str = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByx
 
 /// A store with tenant `acme`: one group, one patch, machines `cp-0` and
 /// `w-0` with addresses and `w-1` without, and a recorded apply.
+/// A registry password a config patch holds.
+const REGISTRY_PASSWORD: &str = "registry-pa55word-of-acme";
+
 async fn store() -> (Arc<dyn Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("cms.db").display());
@@ -25,7 +28,10 @@ async fn store() -> (Arc<dyn Store>, tempfile::TempDir) {
         "providerConfig": {"hosts": [{"address": "10.0.0.2"}]}, "configPatches": []});
     let spec = json!({"kubernetesVersion": "1.32.0", "nodeGroups": [group]});
     store.create(Key::tenant("acme"), Draft { spec, ..Draft::default() }).await.unwrap();
-    let patch = json!({"format": "strategic", "patches": [{"machine": {"network": {"hostname": "x"}}}]});
+    let registry =
+        json!({"registry.example.com": {"auth": {"username": "robot", "password": REGISTRY_PASSWORD}}});
+    let patch = json!({"format": "strategic", "target": "worker", "patches": [
+        {"machine": {"network": {"hostname": "x", "mtu": 1400}, "registries": {"config": registry}}}]});
     let patch = Draft { spec: patch, ..Draft::default() };
     store.create(Key::child(Kind::ConfigPatch, "acme", "hostname"), patch).await.unwrap();
     for (id, address) in [("cp-0", Some("10.0.0.1:50000")), ("w-0", Some("10.0.0.2:50000")), ("w-1", None)] {
@@ -150,6 +156,23 @@ async fn a_bundle_holds_every_part_and_says_what_it_could_not_read() {
         ]
     );
     assert_eq!(entries["machines/cp-0/version.txt"], "v1.9.6\n");
+    // A config patch keeps its shape, its metadata and target, not its strings.
+    let patch: serde_json::Value = serde_json::from_str(&entries["configpatches/hostname.json"]).unwrap();
+    assert_eq!(
+        (&patch["metadata"]["name"], &patch["spec"]["target"], &patch["spec"]["patches"]),
+        (
+            &json!("hostname"),
+            &json!("worker"),
+            &json!([{"machine": {"network": {"hostname": "[REDACTED]", "mtu": 1400}, "registries": {"config": {
+                "registry.example.com": {"auth": {"username": "[REDACTED]", "password": "[REDACTED]"}}}}}}])
+        )
+    );
+    let tenant: serde_json::Value = serde_json::from_str(&entries["tenant.json"]).unwrap();
+    let hosts = &tenant["spec"]["nodeGroups"][0]["providerConfig"]["hosts"];
+    assert_eq!(hosts, &json!([{"address": "[REDACTED]"}]), "a provider's settings lose their strings");
+    for (name, text) in &entries {
+        assert!(!text.contains(REGISTRY_PASSWORD), "{name} holds the registry password");
+    }
     assert_eq!(
         entries["machines/cp-0/logs/etcd.log"],
         "cp-0 etcd started\n[REDACTED]\n[REDACTED]\n[REDACTED]\nready\n"

@@ -91,6 +91,8 @@ impl Tofu {
         let rendered = rendered(plan, self.options.backend)?;
         let user_data = UserData::of(&stand_in(plan))?;
         create_private_dir(&dir).await?;
+        // A plan file a run killed midway left holds variable values.
+        remove_plan_file(&dir).await;
         write_private(&dir.join(MAIN_FILE), &rendered).await?;
         let lock_file = tokio::fs::read_to_string(dir.join(".terraform.lock.hcl")).await.unwrap_or_default();
         let missing = providers(plan).into_iter().any(|source| !lock_file.contains(&format!("/{source}\"")));
@@ -101,9 +103,8 @@ impl Tofu {
             }
             self.checked(tenant, args, &UserData::default()).await?;
         }
-        let file = dir.join(PLAN_FILE);
         let result = self.plan_and_show(tenant, &user_data).await;
-        let _ = tokio::fs::remove_file(&file).await;
+        remove_plan_file(&dir).await;
         result.map(Some)
     }
 
@@ -127,6 +128,17 @@ impl Tofu {
         let output = self.checked(tenant, show, &UserData::default()).await?;
         parse_plan(&output.stdout)
             .map_err(|reason| TofuError::Garbage { command: "show -json".into(), reason })
+    }
+}
+
+/// Removes the workspace `dir`'s plan file, if any: it holds the
+/// variables' values, sensitive ones too.
+pub(crate) async fn remove_plan_file(dir: &std::path::Path) {
+    match tokio::fs::remove_file(dir.join(PLAN_FILE)).await {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!(dir = %dir.display(), "could not remove a drift plan file: {err}");
+        }
+        _ => {}
     }
 }
 

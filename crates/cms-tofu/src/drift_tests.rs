@@ -2,7 +2,6 @@
 //! is named and what never is.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::Engine as _;
 
@@ -15,16 +14,7 @@ use crate::{
 };
 
 fn options(root: &std::path::Path) -> TofuOptions {
-    TofuOptions {
-        binary: "tofu".into(),
-        root: root.to_path_buf(),
-        timeout: Duration::from_secs(5),
-        grace: Duration::from_millis(100),
-        plugin_dir: None,
-        cli_config: None,
-        state_key: None,
-        backend: crate::StateBackend::Local,
-    }
+    TofuOptions { plugin_dir: None, ..crate::tests::options(root) }
 }
 
 fn machine(provider: Provider, user_data: Option<&str>) -> MachinePlan {
@@ -245,4 +235,39 @@ async fn a_busy_workspace_is_not_planned() {
     let lock = tofu.lock("acme");
     let _apply = lock.lock().await;
     assert_eq!(tofu.plan(&metal()).await.unwrap(), None);
+}
+
+/// A runner recording, for each verb, whether the workspace had a plan
+/// file as it ran.
+fn watching_plan_files(seen: Arc<Mutex<Vec<(String, bool)>>>, plan: Output) -> MockRunner {
+    let mut runner = MockRunner::new();
+    runner.expect_run().returning(move |invocation: Invocation| {
+        let verb = invocation.args[0].clone();
+        seen.lock().unwrap().push((verb.clone(), invocation.dir.join(PLAN_FILE).exists()));
+        Ok(match verb.as_str() {
+            "plan" => plan.clone(),
+            "show" => output(0, r#"{"values":{"root_module":{}}}"#, ""),
+            _ => output(0, "", ""),
+        })
+    });
+    runner
+}
+
+#[tokio::test]
+async fn a_plan_file_a_killed_run_left_is_gone_before_the_next_plan_and_the_next_apply() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("acme");
+    std::fs::create_dir_all(dir.join(".terraform")).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runner = watching_plan_files(seen.clone(), output(1, "", "Error: refused"));
+    let tofu = Tofu::new(options(root.path()), Credentials::default(), Arc::new(runner));
+    std::fs::write(dir.join(PLAN_FILE), "a plan with sensitive values").unwrap();
+    tofu.plan(&metal()).await.unwrap_err();
+    assert_eq!(seen.lock().unwrap()[0], ("plan".to_string(), false), "removed before planning");
+
+    std::fs::write(dir.join(PLAN_FILE), "a plan with sensitive values").unwrap();
+    seen.lock().unwrap().clear();
+    tofu.apply(&metal(), &[]).await.unwrap();
+    assert!(!dir.join(PLAN_FILE).exists(), "the apply's workspace keeps no plan file");
+    assert!(seen.lock().unwrap().iter().all(|(_, had)| !had), "{:?}", seen.lock().unwrap());
 }

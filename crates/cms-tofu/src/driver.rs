@@ -178,6 +178,8 @@ impl Tofu {
         let user_data = UserData::of(plan)?;
         let hash = inputs_hash(&rendered, &user_data.digest(), &self.credentials.fingerprint());
         create_private_dir(&dir).await?;
+        // A drift plan killed midway left its plan file, variable values and all.
+        crate::drift::remove_plan_file(&dir).await;
         write_private(&dir.join(MAIN_FILE), &rendered).await?;
         // `init` again whenever a provider is not in the lock file, which
         // holds those of the last `init` only: a provider added to a tenant.

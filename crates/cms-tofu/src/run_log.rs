@@ -63,46 +63,16 @@ pub(crate) fn tool_run(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use cms_model::ToolCommand;
 
-    use cms_model::{MetalHost, Provider, Role, ToolCommand};
-
-    use crate::{Credentials, MachinePlan, MockRunner, Output, Tofu, TofuError, TofuOptions, WorkspacePlan};
+    use crate::tests::{credentials, options, plan};
+    use crate::{MockRunner, Output, Tofu, TofuError, TofuOptions};
 
     const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIQ\n-----END CERTIFICATE-----";
 
     fn tofu(root: &std::path::Path, runner: MockRunner) -> Tofu {
-        let options = TofuOptions {
-            binary: "tofu".into(),
-            root: root.to_path_buf(),
-            timeout: Duration::from_secs(5),
-            grace: Duration::from_millis(100),
-            plugin_dir: None,
-            cli_config: None,
-            state_key: None,
-            backend: crate::StateBackend::Local,
-        };
-        let credentials =
-            Credentials::from_vars([("OS_PASSWORD".to_string(), "s3cr3t-password".to_string())]);
-        Tofu::new(options, credentials, std::sync::Arc::new(runner))
-    }
-
-    fn plan() -> WorkspacePlan {
-        WorkspacePlan {
-            tenant: "acme".into(),
-            machines: vec![MachinePlan {
-                id: "cp-0".into(),
-                group: "cp".into(),
-                index: 0,
-                role: Role::ControlPlane,
-                provider: Provider::Metal,
-                shape: "bare".into(),
-                provider_config: serde_json::Map::new(),
-                host: Some(MetalHost { address: "10.0.0.1".into(), provider_id: None }),
-                user_data: None,
-            }],
-            ..Default::default()
-        }
+        let options = TofuOptions { plugin_dir: None, ..options(root) };
+        Tofu::new(options, credentials(), std::sync::Arc::new(runner))
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ use crate::{
 
 const SHOW: &str = r#"{"format_version":"1.0","values":{"root_module":{"resources":[{"address":"terraform_data.cp-0","mode":"managed","type":"terraform_data","name":"cp-0","values":{"output":{"address":"10.0.0.1","providerId":"p","shape":"bare"}}}]}}}"#;
 
-fn options(root: &std::path::Path) -> TofuOptions {
+pub(crate) fn options(root: &std::path::Path) -> TofuOptions {
     TofuOptions {
         binary: "tofu".into(),
         root: root.to_path_buf(),
@@ -29,11 +29,11 @@ fn options(root: &std::path::Path) -> TofuOptions {
     }
 }
 
-fn credentials() -> Credentials {
+pub(crate) fn credentials() -> Credentials {
     Credentials::from_vars([("OS_PASSWORD".to_string(), "s3cr3t-password".to_string())])
 }
 
-fn plan() -> WorkspacePlan {
+pub(crate) fn plan() -> WorkspacePlan {
     WorkspacePlan {
         tenant: "acme".into(),
         machines: vec![MachinePlan {

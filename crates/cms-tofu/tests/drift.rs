@@ -2,53 +2,14 @@
 //! state edited behind the driver's back, is planned as drift naming the
 //! resource and the attribute; an apply puts it back.
 
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use cms_model::{MetalHost, Provider, Role};
-use cms_tofu::{Credentials, MachinePlan, ProcessRunner, Tofu, TofuOptions, WorkspacePlan};
+use cms_tofu::Tofu;
 use serde_json::Value;
 
-use common::engine;
+use common::{metal_plan, tofu};
 
 mod common;
-
-fn tofu(root: &Path) -> Tofu {
-    let cli_config = root.join("empty.tfrc");
-    std::fs::write(&cli_config, "").unwrap();
-    let options = TofuOptions {
-        binary: engine(),
-        root: root.join("workspaces"),
-        timeout: Duration::from_secs(60),
-        grace: Duration::from_millis(300),
-        plugin_dir: None,
-        cli_config: Some(cli_config),
-        state_key: None,
-        backend: cms_tofu::StateBackend::Local,
-    };
-    Tofu::new(options, Credentials::default(), Arc::new(ProcessRunner))
-}
-
-fn plan(hosts: u32) -> WorkspacePlan {
-    WorkspacePlan {
-        tenant: "acme".into(),
-        machines: (0..hosts)
-            .map(|index| MachinePlan {
-                id: format!("cp-{index}"),
-                group: "cp".into(),
-                index,
-                role: Role::ControlPlane,
-                provider: Provider::Metal,
-                shape: "bare".into(),
-                provider_config: Default::default(),
-                host: Some(MetalHost { address: format!("10.0.0.{}", index + 1), provider_id: None }),
-                user_data: None,
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
 
 /// Every string `from` in `value` becomes `to`.
 fn replace_strings(value: &mut Value, from: &str, to: &str) {
@@ -72,8 +33,8 @@ fn edit_state(tofu: &Tofu, edit: impl FnOnce(&mut Vec<Value>)) {
 #[tokio::test]
 async fn a_state_edited_behind_the_drivers_back_is_drift_until_applied_again() {
     let root = tempfile::tempdir().unwrap();
-    let tofu = tofu(root.path());
-    let workspace = plan(3);
+    let tofu = tofu(root.path(), Duration::from_secs(60));
+    let workspace = metal_plan("acme", 3);
     tofu.apply(&workspace, &[]).await.unwrap();
     let clean = tofu.plan(&workspace).await.unwrap().expect("planned");
     assert!(clean.is_empty(), "{clean:?}");

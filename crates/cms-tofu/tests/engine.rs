@@ -9,47 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cms_model::{MetalHost, Provider, Role};
-use cms_tofu::{Credentials, MachinePlan, ProcessRunner, Tofu, TofuError, TofuOptions, WorkspacePlan};
+use cms_model::{Provider, Role};
+use cms_tofu::{Credentials, MachinePlan, ProcessRunner, Tofu, TofuError, WorkspacePlan};
 
-use common::engine;
+use common::{engine, metal_plan as plan, options, tofu};
 
 mod common;
-
-fn options(binary: PathBuf, root: &Path, timeout: Duration) -> TofuOptions {
-    let cli_config = root.join("empty.tfrc");
-    std::fs::write(&cli_config, "").unwrap();
-    TofuOptions {
-        binary,
-        root: root.join("workspaces"),
-        timeout,
-        grace: Duration::from_millis(300),
-        plugin_dir: None,
-        cli_config: Some(cli_config),
-        state_key: None,
-        backend: cms_tofu::StateBackend::Local,
-    }
-}
-
-fn plan(tenant: &str, hosts: u32) -> WorkspacePlan {
-    WorkspacePlan {
-        tenant: tenant.into(),
-        machines: (0..hosts)
-            .map(|index| MachinePlan {
-                id: format!("cp-{index}"),
-                group: "cp".into(),
-                index,
-                role: Role::ControlPlane,
-                provider: Provider::Metal,
-                shape: "bare".into(),
-                provider_config: Default::default(),
-                host: Some(MetalHost { address: format!("10.0.0.{}", index + 1), provider_id: None }),
-                user_data: None,
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
 
 /// A fake binary: a shell script.
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
@@ -62,11 +27,7 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 #[tokio::test]
 async fn metal_apply_scale_replace_destroy() {
     let root = tempfile::tempdir().unwrap();
-    let tofu = Tofu::new(
-        options(engine(), root.path(), Duration::from_secs(60)),
-        Credentials::default(),
-        Arc::new(ProcessRunner),
-    );
+    let tofu = tofu(root.path(), Duration::from_secs(60));
     let applied = tofu.apply(&plan("acme", 3), &[]).await.unwrap();
     assert_eq!(applied.resources.len(), 3);
     let projected = cms_tofu::project("acme", &applied.resources);

@@ -10,50 +10,17 @@
 //! wrote; `metal` workspaces run whole through [`Tofu`].
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use cms_model::{MetalHost, Provider, Role};
-use cms_tofu::{
-    Credentials, Invocation, MachinePlan, ProcessRunner, Runner, Tofu, TofuOptions, WorkspacePlan,
-};
+use cms_model::{Provider, Role};
+use cms_tofu::{Invocation, MachinePlan, ProcessRunner, Runner, WorkspacePlan};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value, json};
 
-use common::engine;
+use common::{engine, metal_machine, tofu};
 
 mod common;
-
-fn tofu(root: &Path) -> Tofu {
-    let cli_config = root.join("empty.tfrc");
-    std::fs::write(&cli_config, "").unwrap();
-    let options = TofuOptions {
-        binary: engine(),
-        root: root.join("workspaces"),
-        timeout: Duration::from_secs(120),
-        grace: Duration::from_millis(300),
-        plugin_dir: None,
-        cli_config: Some(cli_config),
-        state_key: None,
-        backend: cms_tofu::StateBackend::Local,
-    };
-    Tofu::new(options, Credentials::default(), Arc::new(ProcessRunner))
-}
-
-fn metal_machine(index: u32, address: &str, provider_id: Option<&str>, shape: &str) -> MachinePlan {
-    MachinePlan {
-        id: format!("cp-{index}"),
-        group: "cp".into(),
-        index,
-        role: Role::ControlPlane,
-        provider: Provider::Metal,
-        shape: shape.into(),
-        provider_config: Map::new(),
-        host: Some(MetalHost { address: address.into(), provider_id: provider_id.map(str::to_string) }),
-        user_data: None,
-    }
-}
 
 /// Every file under `dir`, followed into subdirectories.
 fn files(dir: &Path, into: &mut Vec<PathBuf>) {
@@ -85,7 +52,7 @@ async fn a_file_function_in_metal_strings_reads_no_file() {
         ],
         ..Default::default()
     };
-    let tofu = tofu(root.path());
+    let tofu = tofu(root.path(), Duration::from_secs(120));
     let applied = tofu.apply(&plan, &[]).await.unwrap();
     let projected = cms_tofu::project("acme", &applied.resources);
     let spec = |name: &str| projected.iter().find(|item| item.name == name).unwrap().spec.clone();
@@ -351,7 +318,7 @@ fn check_cloud(inputs: &Map<String, Value>, prefix: &str, fields: &Fields, with_
 fn user_strings_evaluate_to_themselves_on_the_real_engine() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let root = tempfile::tempdir().unwrap();
-    let tofu = tofu(root.path());
+    let tofu = tofu(root.path(), Duration::from_secs(120));
     let config = Config { cases: 8, max_shrink_iters: 8, failure_persistence: None, ..Config::default() };
     let runs = std::cell::Cell::new(0);
     TestRunner::new(config)

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{condition, fixture, spec, tenant, unreachable};
+use super::{applied_state, condition, fixture, ok, spec, tenant, unreachable};
 use crate::drift::{self, Checked, DriftOptions, Schedule, Trigger};
 use crate::{APPLIED_ANNOTATION, CONDITION_LIMIT, Context, DRIFTED, LeaseOptions, reconcile};
 
@@ -122,24 +122,13 @@ struct DriftEngine {
 #[async_trait]
 impl Runner for DriftEngine {
     async fn run(&self, invocation: Invocation) -> Result<Output, TofuError> {
-        let ok =
-            |stdout: String| Ok(Output { code: Some(0), stdout: stdout.into_bytes(), stderr: Vec::new() });
         match invocation.args[0].as_str() {
             "apply" => {
                 self.applying.store(true, Ordering::SeqCst);
                 while self.hold_apply.load(Ordering::SeqCst) {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                let main: Value =
-                    serde_json::from_slice(&std::fs::read(invocation.dir.join(cms_tofu::MAIN_FILE)).unwrap())
-                        .unwrap();
-                let resources: Vec<Value> = main["resource"]["terraform_data"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(name, body)| json!({"address": format!("terraform_data.{name}"), "mode": "managed", "type": "terraform_data", "name": name, "values": {"output": body["input"]}}))
-                    .collect();
-                *self.state.lock().unwrap() = json!({"values": {"root_module": {"resources": resources}}});
+                *self.state.lock().unwrap() = applied_state(&invocation.dir);
                 self.applies.fetch_add(1, Ordering::SeqCst);
                 self.applying.store(false, Ordering::SeqCst);
                 ok(String::new())
@@ -461,4 +450,23 @@ async fn two_replicas_sharing_the_store_keep_to_one_budget_and_one_concurrency()
     assert!(plans >= 1, "the fleet is planned");
     assert!(plans <= 3 * intervals as usize, "{plans} plans in {intervals} intervals with a budget of 3");
     assert_eq!(counting.most.load(Ordering::SeqCst), 1, "one plan at a time across both");
+}
+
+#[tokio::test]
+async fn a_check_while_this_replica_reconciles_the_tenant_leaves_the_reconciles_lease_alone() {
+    let t = drifting(None).await;
+    let url = format!("sqlite://{}/cms.db?mode=rwc", t._base._dir.path().display());
+    let leases: Arc<dyn Leases> = SqlStore::open(&cms_store::StoreOptions::new(url)).await.unwrap();
+    let ttl = Duration::from_secs(30);
+    // This replica's reconcile of the tenant holds its lease.
+    let reconciling =
+        leases.acquire_lease("tenant/acme".into(), "r".into(), ttl).await.unwrap().expect("taken");
+    let options = LeaseOptions { leases: leases.clone(), holder: "r".into(), ttl };
+    let ctx = Arc::new(Context { leases: Some(options), ..t.ctx.clone() });
+    let plans = t.engine.plans.load(Ordering::SeqCst);
+    let (_, planned) = drift::one(ctx, "acme".into(), t.trigger.clone()).await;
+    assert!(!planned, "the check waits for the reconcile");
+    assert_eq!(t.engine.plans.load(Ordering::SeqCst), plans);
+    let renewed = leases.renew_lease(reconciling, ttl).await.expect("the reconcile still holds its lease");
+    leases.release_lease(renewed).await.unwrap();
 }

@@ -55,24 +55,13 @@ struct FakeEngine {
 impl Runner for FakeEngine {
     async fn run(&self, invocation: Invocation) -> Result<Output, TofuError> {
         self.args.lock().unwrap().push(invocation.args.clone());
-        let ok =
-            |stdout: String| Ok(Output { code: Some(0), stdout: stdout.into_bytes(), stderr: Vec::new() });
         let failed = |message: &str| {
             Ok(Output { code: Some(1), stdout: Vec::new(), stderr: message.as_bytes().to_vec() })
         };
         match invocation.args[0].as_str() {
             "apply" if self.fail_apply.load(Ordering::SeqCst) => failed("Error: the cloud said no"),
             "apply" => {
-                let main: Value =
-                    serde_json::from_slice(&std::fs::read(invocation.dir.join(cms_tofu::MAIN_FILE)).unwrap())
-                        .unwrap();
-                let resources: Vec<Value> = main["resource"]["terraform_data"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(name, body)| json!({"address": format!("terraform_data.{name}"), "mode": "managed", "type": "terraform_data", "name": name, "values": {"output": body["input"]}}))
-                    .collect();
-                *self.state.lock().unwrap() = json!({"values": {"root_module": {"resources": resources}}});
+                *self.state.lock().unwrap() = applied_state(&invocation.dir);
                 ok(String::new())
             }
             "show" => ok(self.state.lock().unwrap().to_string()),
@@ -93,6 +82,24 @@ struct Fixture {
 
 /// Renders `machine: {type: <role>}` plus whatever `extra` holds, so that a
 /// test can change every config at once.
+/// A fake engine's run that exits 0 printing `stdout`.
+fn ok(stdout: String) -> Result<Output, TofuError> {
+    Ok(Output { code: Some(0), stdout: stdout.into_bytes(), stderr: Vec::new() })
+}
+
+/// The state a fake `apply` in `dir` leaves: one `terraform_data` resource
+/// per block of the workspace's configuration, its output the block's input.
+fn applied_state(dir: &std::path::Path) -> Value {
+    let main: Value = serde_json::from_slice(&std::fs::read(dir.join(cms_tofu::MAIN_FILE)).unwrap()).unwrap();
+    let resources: Vec<Value> = main["resource"]["terraform_data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, body)| json!({"address": format!("terraform_data.{name}"), "mode": "managed", "type": "terraform_data", "name": name, "values": {"output": body["input"]}}))
+        .collect();
+    json!({"values": {"root_module": {"resources": resources}}})
+}
+
 fn renderer(extra: Arc<Mutex<String>>) -> Arc<dyn MachineConfigs> {
     let mut configs = MockMachineConfigs::new();
     configs.expect_render().returning(move |_, _, role, _| {

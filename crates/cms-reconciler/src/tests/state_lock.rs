@@ -30,8 +30,9 @@ fn sessions(held: Arc<AtomicBool>, ends: usize) -> MockStateLocks {
             false => Vec::new(),
         })
     });
-    locks.expect_end_state_lock_sessions().times(ends).returning(move |prefix| {
+    locks.expect_end_state_lock_sessions().times(ends).returning(move |prefix, except| {
         assert_eq!(prefix, cms_tofu::application_prefix("acme"));
+        assert_eq!(except, cms_tofu::application_name("acme", ME), "this replica's own sessions stay");
         held.store(false, Ordering::SeqCst);
         Ok(1)
     });

@@ -331,7 +331,7 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .query(&[Query::Force])
                 .ok(202, Success::Json("StateLockRelease"))
                 .error(404, "the tenant holds no tool state lock")
-                .error(409, "the lock's holder is alive (it holds the tenant), and `force` is not set")
+                .error(409, "the lock's holder is alive (it holds the tenant, mid-run), `force` or not: its run must end first")
         }
         ("GET", "/tenants/{name}/backups") => {
             Doc::new("listBackups", BACKUPS, "List a tenant's etcd backups").ok(200, Success::Json("BackupList"))

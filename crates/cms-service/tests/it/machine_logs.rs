@@ -263,3 +263,66 @@ async fn a_followed_log_ends_with_its_client_and_with_the_server() {
     assert!(std::future::poll_fn(|cx| body.as_mut().poll_next(cx)).await.is_none(), "the log ended");
     assert_eq!(open.count(), 0);
 }
+
+/// The next piece of a streaming body: `Some(true)` a chunk, `Some(false)`
+/// an error, `None` its end. A body silent for a minute fails the test.
+async fn next_piece(body: &mut std::pin::Pin<Box<actix_web::body::BoxBody>>) -> Option<bool> {
+    let next = std::future::poll_fn(|cx| body.as_mut().poll_next(cx));
+    let piece = tokio::time::timeout(std::time::Duration::from_secs(60), next).await;
+    piece.expect("the body is still open a minute later").map(|piece| piece.is_ok())
+}
+
+#[actix_web::test]
+async fn a_followed_log_ends_once_its_caller_may_no_longer_read_it() {
+    let options = cms_service::ServiceOptions {
+        watch_heartbeat: std::time::Duration::from_millis(50),
+        ..cms_service::ServiceOptions::default()
+    };
+    let h = crate::harness_with(options).await;
+    h.tenant("acme").await;
+    machine(&h, "acme", "m-1", Some("10.0.0.5:50000")).await;
+    let open = Open::default();
+    let mut nodes = MockNodeClient::new();
+    let streams = open.clone();
+    nodes.expect_logs().returning(move |_, _| Ok(streams.stream("first\n")));
+    let app = test::init_service(app(h.state.clone().with_nodes(Arc::new(nodes)))).await;
+    let follow = |token: &str| {
+        TestRequest::get()
+            .uri("/api/v1/tenants/acme/machines/m-1/logs?service=kubelet&follow=true")
+            .insert_header(("authorization", format!("Bearer {token}")))
+            .to_request()
+    };
+
+    // A user whose only access is a grant on the tenant.
+    let grant = r#"{"metadata":{"name":"gina-acme"},"spec":{"role":"edit",
+        "subjects":[{"kind":"User","name":"gina"}],"tenants":{"names":["acme"]}}}"#;
+    assert_eq!(h.post("/api/v1/grants", grant).await.status.as_u16(), 201);
+    let user = r#"{"metadata":{"name":"gina"},"spec":{"role":"none","password":"gina-password"}}"#;
+    assert_eq!(h.post("/api/v1/users", user).await.status.as_u16(), 201);
+    let login = h.post("/api/v1/auth/login", r#"{"username":"gina","password":"gina-password"}"#).await;
+    let gina = login.json()["token"].as_str().expect("a token").to_string();
+    let response = test::call_service(&app, follow(&gina)).await;
+    assert_eq!(response.status(), 200);
+    let mut body = Box::pin(response.into_body());
+    assert_eq!(next_piece(&mut body).await, Some(true), "the first chunk");
+    // Heartbeats pass while the grant stands: the log stays open.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(open.count(), 1, "the log is open while its caller may read it");
+    assert_eq!(h.delete("/api/v1/grants/gina-acme").await.status.as_u16(), 204);
+    assert_eq!(next_piece(&mut body).await, Some(false), "the log is cut short");
+    assert_eq!(next_piece(&mut body).await, None);
+    drop(body);
+    assert_eq!(open.count(), 0, "the node's stream went with it");
+
+    // A user deleted mid-stream: its token stops working, and the log ends.
+    let ed = h.user("ed", UserRole::Edit).await;
+    let response = test::call_service(&app, follow(&ed)).await;
+    assert_eq!(response.status(), 200);
+    let mut body = Box::pin(response.into_body());
+    assert_eq!(next_piece(&mut body).await, Some(true));
+    h.state.auth.delete_user("ed").await.unwrap();
+    assert_eq!(next_piece(&mut body).await, Some(false), "the log is cut short");
+    assert_eq!(next_piece(&mut body).await, None);
+    drop(body);
+    assert_eq!(open.count(), 0);
+}

@@ -15,6 +15,7 @@ mod matrix;
 mod metrics;
 mod projected;
 mod state_lock;
+mod support;
 mod tenants;
 mod user_data;
 

@@ -31,15 +31,20 @@ async fn a_sessions_state_lock_is_found_and_ended_and_lease_holders_are_told() {
     run.execute_raw(sql("SELECT pg_advisory_lock(1)")).await.unwrap();
     let other = Database::connect(named("cms_tofu_0123456789abcdef0123456789abcde_ 8/def")).await.unwrap();
     other.execute_raw(sql("SELECT pg_advisory_lock(2)")).await.unwrap();
+    // This replica's own run of the tenant, which a release leaves alone.
+    let own = Database::connect(named(&format!("{PREFIX}9/own"))).await.unwrap();
+    own.execute_raw(sql("SELECT pg_advisory_lock(3)")).await.unwrap();
     let sessions = store.state_lock_sessions(PREFIX.into()).await.unwrap();
-    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
     assert_eq!(sessions[0].application_name, format!("{PREFIX}7/abc"));
     assert!(sessions[0].since.is_some());
 
-    assert_eq!(store.end_state_lock_sessions(PREFIX.into()).await.unwrap(), 1);
+    let ended = store.end_state_lock_sessions(PREFIX.into(), format!("{PREFIX}9/own")).await.unwrap();
+    assert_eq!(ended, 1);
     let mut gone = false;
     for _ in 0..50 {
-        if store.state_lock_sessions(PREFIX.into()).await.unwrap().is_empty() {
+        let left = store.state_lock_sessions(PREFIX.into()).await.unwrap();
+        if left.iter().all(|session| session.application_name == format!("{PREFIX}9/own")) {
             gone = true;
             break;
         }
@@ -50,6 +55,10 @@ async fn a_sessions_state_lock_is_found_and_ended_and_lease_holders_are_told() {
     assert!(taken.try_get::<bool>("", "taken").unwrap(), "the lock is free again");
     let left = store.state_lock_sessions("cms_tofu_0123456789abcdef0123456789abcde_ ".into()).await.unwrap();
     assert_eq!(left.len(), 1, "the other tenant's lock stays: {left:?}");
+    let still =
+        own.query_one_raw(sql("SELECT 1 AS alive")).await.expect("this replica's own session is not ended");
+    assert!(still.is_some());
+    assert_eq!(store.state_lock_sessions(PREFIX.into()).await.unwrap().len(), 1, "its lock stays");
 
     // Lease holders.
     let lease = store.acquire_lease("tenant/acme".into(), "h/1/a".into(), Duration::from_secs(30)).await;
