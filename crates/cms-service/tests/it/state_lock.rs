@@ -18,15 +18,15 @@ async fn hold(store: &dyn Store, holder: &str) {
 }
 
 #[actix_web::test]
-async fn a_lock_is_released_on_request_only_for_admins_and_alive_holders_only_by_force() {
+async fn a_lock_is_released_on_request_only_for_admins_and_never_under_a_live_holder() {
     let h = harness().await;
     h.delete("/api/v1/tenants/ghost/state-lock").await.error(404, "NotFound");
     h.tenant("acme").await;
     let message = h.delete(PATH).await.error(404, "NotFound");
     assert!(message.contains("no tool state lock"), "{message}");
 
-    // A holder of this process (one server on SQLite) is alive.
-    let alive = format!("host/{}/abc", std::process::id());
+    // A holder that is this very process (one server on SQLite) is alive.
+    let alive = cms_store::replica_id().to_string();
     hold(h.store.as_ref(), &alive).await;
     let editor = h.user("ed", UserRole::Edit).await;
     let request =
@@ -42,14 +42,16 @@ async fn a_lock_is_released_on_request_only_for_admins_and_alive_holders_only_by
         tenant.metadata.annotations
     };
     assert!(!annotations(&h).contains_key(RELEASE_STATE_LOCK_ANNOTATION));
-    let reply = h.delete(&format!("{PATH}?force=true")).await;
-    assert_eq!(reply.status.as_u16(), 202, "{}", reply.text());
-    assert_eq!(reply.json()["lock"]["holder"], alive.as_str());
-    assert_eq!(reply.json()["force"], true);
-    assert_eq!(annotations(&h)[RELEASE_STATE_LOCK_ANNOTATION], "force");
+    // Force never overrides a live holder: its run must end first.
+    let message = h.delete(&format!("{PATH}?force=true")).await.error(409, "Conflict");
+    assert!(message.contains(&alive) && message.contains("even with force=true"), "{message}");
+    assert!(!annotations(&h).contains_key(RELEASE_STATE_LOCK_ANNOTATION));
 
-    // A holder of another process is gone: released without force.
-    hold(h.store.as_ref(), "host/0/gone").await;
+    // A holder of another process, even one with this process's host and
+    // pid (a previous server in a container is pid 1 too), is gone:
+    // released without force.
+    let (host_and_pid, _) = alive.rsplit_once('/').unwrap();
+    hold(h.store.as_ref(), &format!("{host_and_pid}/0123456789abcdef")).await;
     let reply = h.delete(PATH).await;
     assert_eq!(reply.status.as_u16(), 202, "{}", reply.text());
     assert_eq!(reply.json()["force"], false);
@@ -64,5 +66,5 @@ async fn a_lock_is_released_on_request_only_for_admins_and_alive_holders_only_by
         .filter(|record| record["route"] == "/api/v1/tenants/{name}/state-lock")
         .map(|record| record["status"].as_u64().unwrap())
         .collect();
-    assert_eq!(statuses, [202, 202, 400, 400, 409, 403, 404], "newest first");
+    assert_eq!(statuses, [202, 409, 400, 400, 409, 403, 404], "newest first");
 }
