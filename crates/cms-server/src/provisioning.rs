@@ -41,7 +41,7 @@ impl Provisioning {
         (leases, locks, audit): (Arc<dyn Leases>, Arc<dyn StateLocks>, Arc<dyn Audit>),
         secrets: Arc<Secrets>,
     ) -> Provisioning {
-        let holder = replica_id();
+        let holder = cms_store::replica_id().to_string();
         let mut credentials = Credentials::from_env();
         let mut backend = StateBackend::Local;
         if settings.is_postgres() {
@@ -119,13 +119,4 @@ impl Provisioning {
             abort.abort();
         }
     }
-}
-
-/// This replica's name as a lease holder: the host, the process and a
-/// random part, so that a restarted process never passes for its
-/// predecessor; the same for the life of the process, as the store's
-/// [`cms_store::replica_id`] (on SQLite, a state lock's holder is alive
-/// when it is this name).
-pub(crate) fn replica_id() -> String {
-    cms_store::replica_id().to_string()
 }

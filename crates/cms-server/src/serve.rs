@@ -165,7 +165,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
 fn rekeyer(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> Rekeyer {
     let lease = settings.is_postgres().then(|| RekeyLease {
         leases: store.clone(),
-        holder: crate::provisioning::replica_id(),
+        holder: cms_store::replica_id().to_string(),
         ttl: settings.lease_ttl,
     });
     Rekeyer::new(store, secrets, settings.rekey_options(), lease)
@@ -194,7 +194,7 @@ fn backups(settings: &Settings, store: Arc<SqlStore>, secrets: Arc<Secrets>) -> 
 fn schedules(settings: &Settings, store: Arc<SqlStore>, backups: Backups) -> Scheduler {
     let lease = settings.is_postgres().then(|| SchedulerLease {
         leases: store.clone(),
-        holder: crate::provisioning::replica_id(),
+        holder: cms_store::replica_id().to_string(),
         ttl: settings.lease_ttl,
     });
     let options = SchedulerOptions { tick: settings.backup_schedule_tick, lease, audit: Some(store) };
