@@ -67,13 +67,7 @@ impl ListQuery {
         let page = Page::parse(raw.limit.as_deref(), raw.offset.as_deref())
             .map_err(|err| ApiError::BadRequest(err.to_string()))?;
         let selector = raw.label_selector.as_deref().map(selector).transpose()?.unwrap_or_default();
-        let watch = match raw.watch.as_deref() {
-            None | Some("false" | "0") => false,
-            Some("true" | "1" | "") => true,
-            Some(other) => {
-                return Err(ApiError::BadRequest(format!("watch must be true or false, got {other:?}")));
-            }
-        };
+        let watch = boolean(req.query_string(), "watch", raw.watch.as_deref())?;
         // Checked even when not watching: a bad query parameter is 400, never ignored.
         let resource_version =
             raw.resource_version.as_deref().map(|raw| revision("resourceVersion", raw)).transpose()?;
@@ -88,6 +82,21 @@ impl ListQuery {
             },
         };
         Ok(ListQuery { page, selector, watch, since })
+    }
+}
+
+/// A boolean query parameter's value: absent, `false` or `0` is false;
+/// `true`, `1` or the bare name (`?watch`, as Kubernetes takes it) is true.
+/// Anything else, an empty value (`?watch=`) too, is 400 naming it.
+pub(crate) fn boolean(query: &str, name: &str, value: Option<&str>) -> Result<bool, ApiError> {
+    match value {
+        None | Some("false" | "0") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some("") if query.split('&').any(|pair| pair == name) => Ok(true),
+        Some(other) => {
+            let shown: String = other.chars().take(64).collect();
+            Err(ApiError::BadRequest(format!("{name} must be true or false, got {shown:?}")))
+        }
     }
 }
 
@@ -219,6 +228,7 @@ mod tests {
             ("/t?limit=0", None),
             ("/t?offset=-1", None),
             ("/t?watch=maybe", None),
+            ("/t?watch=", None),
             ("/t?watch=true&resourceVersion=x", None),
             ("/t?resourceVersion=-1", None),
             ("/t?watch=true", Some("-3")),

@@ -21,6 +21,7 @@ use cms_store::{Draft, Key, StateLocks, StoreError};
 use serde::Serialize;
 
 use crate::error::ApiError;
+use crate::query::boolean;
 use crate::reply;
 use crate::state::AppState;
 
@@ -46,9 +47,7 @@ fn force(req: &HttpRequest) -> Result<bool, ApiError> {
     for pair in req.query_string().split('&').filter(|pair| !pair.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         match (name, value) {
-            ("force", "true" | "1" | "") => force = true,
-            ("force", "false" | "0") => force = false,
-            ("force", _) => return Err(ApiError::BadRequest("force: must be true or false".into())),
+            ("force", _) => force = boolean(pair, "force", Some(value))?,
             _ => return Err(ApiError::BadRequest("unknown query parameter: only force is taken".into())),
         }
     }
@@ -114,6 +113,7 @@ mod tests {
         assert!(!parse("").unwrap());
         assert!(!parse("force=false").unwrap());
         assert!(parse("force=yes").is_err());
+        assert!(parse("force=").is_err(), "an empty value is not the bare flag");
         assert!(parse("other=1").is_err());
     }
 }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::filter::field_selector;
 use crate::error::ApiError;
+use crate::query::boolean;
 
 /// `allowWatchBookmarks` and the name of `fieldSelector=metadata.name=NAME`.
 /// Both are checked on every request that takes them, watch or not: a bad
@@ -34,16 +35,8 @@ impl WatchQuery {
         let raw = web::Query::<RawQuery>::from_query(req.query_string())
             .map_err(|err| ApiError::BadRequest(format!("bad query: {err}")))?
             .into_inner();
-        let bookmarks = match raw.allow_watch_bookmarks.as_deref() {
-            None | Some("false" | "0") => false,
-            Some("true" | "1" | "") => true,
-            Some(other) => {
-                let shown: String = other.chars().take(64).collect();
-                return Err(ApiError::BadRequest(format!(
-                    "allowWatchBookmarks must be true or false, got {shown:?}"
-                )));
-            }
-        };
+        let bookmarks =
+            boolean(req.query_string(), "allowWatchBookmarks", raw.allow_watch_bookmarks.as_deref())?;
         let name = raw.field_selector.as_deref().map(field_selector).transpose()?.flatten();
         Ok(WatchQuery { bookmarks, name })
     }
@@ -86,6 +79,7 @@ mod tests {
     fn bad_values_are_400() {
         for uri in [
             "/t?allowWatchBookmarks=yes",
+            "/t?allowWatchBookmarks=",
             "/t?allowWatchBookmarks=TRUE",
             "/t?fieldSelector=metadata.name!%3Dacme",
             "/t?fieldSelector=status.phase%3Dactive",
