@@ -36,6 +36,9 @@ pub enum Permission {
     ReadLogs,
     /// Release a tenant's tool state lock by hand (break-glass).
     ReleaseStateLock,
+    /// Download a tenant's cluster autoscaler identity: a client
+    /// certificate that lists and resizes the tenant's node groups.
+    DownloadAutoscalerIdentity,
 }
 
 const ALL: &[UserRole] = &[UserRole::View, UserRole::Edit, UserRole::Admin];
@@ -61,6 +64,7 @@ const MATRIX: &[(Permission, &[UserRole])] = &[
     (Permission::RestoreBackup, ADMINS),
     (Permission::ReadLogs, EDITORS),
     (Permission::ReleaseStateLock, ADMINS),
+    (Permission::DownloadAutoscalerIdentity, ADMINS),
 ];
 
 /// What a caller with no global role holds beside what its grants give it
@@ -69,7 +73,7 @@ const WITHOUT_ROLE: &[Permission] = &[Permission::OwnTokens];
 
 impl Permission {
     /// Every permission.
-    pub const ALL: [Permission; 14] = [
+    pub const ALL: [Permission; 15] = [
         Permission::Read,
         Permission::ReadClientConfig,
         Permission::ReadMachineConfig,
@@ -84,6 +88,7 @@ impl Permission {
         Permission::RestoreBackup,
         Permission::ReadLogs,
         Permission::ReleaseStateLock,
+        Permission::DownloadAutoscalerIdentity,
     ];
 
     /// Whether `role` holds this permission.
@@ -123,6 +128,7 @@ impl Permission {
             Permission::RestoreBackup => "restore or delete tenant backups",
             Permission::ReadLogs => "read machine logs",
             Permission::ReleaseStateLock => "release tool state locks",
+            Permission::DownloadAutoscalerIdentity => "download autoscaler identities",
         }
     }
 }

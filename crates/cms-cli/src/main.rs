@@ -6,6 +6,7 @@
 
 mod accounts;
 mod apply;
+mod autoscaler;
 mod backups;
 mod cli;
 mod client;
@@ -79,6 +80,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Machine(MachineCommand::Config(args)) => downloads::machine_config(&client, args),
         Command::Health(args) => health::health(&client, args.tenant.as_deref(), format),
         Command::Unlock(args) => unlock::unlock(&client, args, format),
+        Command::AutoscalerIdentity(args) => autoscaler::autoscaler_identity(&client, args),
         Command::Backup(command) => backups::backup(&client, command, format),
         Command::Users(command) => accounts::users(&client, command, format),
         Command::Tokens(command) => accounts::tokens(&client, command, &resolved, format),

@@ -46,7 +46,8 @@ fn tenants() {
 fn node_groups_config_patches_and_machines() {
     let group: NodeGroup = object(json!({
         "metadata": {"name": "workers", "createdAt": "2026-01-09T12:00:00Z"},
-        "spec": {"role": "worker", "count": 3, "providerClass": "oci:VM.Standard.E4.Flex"},
+        "spec": {"role": "worker", "count": 3, "providerClass": "oci:VM.Standard.E4.Flex",
+                 "autoscaling": {"minCount": 1, "maxCount": 4}},
         "status": {"replicas": 3, "readyReplicas": 2}
     }));
     let plane: NodeGroup = object(json!({

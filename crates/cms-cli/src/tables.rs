@@ -45,7 +45,8 @@ impl Row for Tenant {
 
 impl Row for NodeGroup {
     const KIND: &'static str = "nodegroup";
-    const HEADERS: &'static [&'static str] = &["NAME", "ROLE", "COUNT", "READY", "PROVIDER", "AGE"];
+    const HEADERS: &'static [&'static str] =
+        &["NAME", "ROLE", "COUNT", "AUTOSCALING", "READY", "PROVIDER", "AGE"];
     fn name(&self) -> String {
         self.metadata.name.clone()
     }
@@ -54,6 +55,9 @@ impl Row for NodeGroup {
             self.metadata.name.clone(),
             self.spec.role.as_str().to_string(),
             self.spec.count.to_string(),
+            self.spec
+                .autoscaling
+                .map_or_else(String::new, |range| format!("{}-{}", range.min_count, range.max_count)),
             format!("{}/{}", self.status.ready_replicas, self.status.replicas),
             self.spec.provider_class.clone(),
             age(self.metadata.created_at, now),

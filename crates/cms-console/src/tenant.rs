@@ -250,7 +250,12 @@ impl View<'_> {
                                 th scope="row" .name { (group.metadata.name) }
                                 td .role { (group.spec.role.as_str()) }
                                 td .provider-class { (group.spec.provider_class) }
-                                td .count { (group.spec.count) }
+                                td .count {
+                                    (group.spec.count)
+                                    @if let Some(range) = group.spec.autoscaling {
+                                        " " span .autoscaling { "autoscaled " (range.min_count) "–" (range.max_count) }
+                                    }
+                                }
                                 td .ready { (group.status.ready_replicas) "/" (group.status.replicas) }
                                 @if may_scale { td { (self.scale_form(group)) } }
                             }

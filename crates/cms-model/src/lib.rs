@@ -71,7 +71,10 @@ pub use installer::{
 pub use list::{List, Page, PageError};
 pub use machine::{Machine, MachineSpec, MachineStatus};
 pub use meta::{Kind, ObjectMeta, Resource};
-pub use node_group::{NodeGroup, NodeGroupSpec, NodeGroupStatus, Provider, ProviderClass, Role};
+pub use node_group::{
+    Autoscaling, MAX_REMOVED_MACHINES, NodeGroup, NodeGroupSpec, NodeGroupStatus, Provider, ProviderClass,
+    Role, machine_id,
+};
 pub use parse::{ParseError, parse_json};
 pub use projected::{Projected, ProjectedList};
 pub use providers::{

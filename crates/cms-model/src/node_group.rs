@@ -14,6 +14,10 @@ use crate::validate::{
     CloudText, FieldError, Validate, normalize_version, validate_cloud_text, validate_name,
 };
 
+mod autoscaling;
+
+pub use autoscaling::{Autoscaling, MAX_REMOVED_MACHINES, machine_id};
+
 /// A node-group resource.
 pub type NodeGroup = Resource<NodeGroupSpec, NodeGroupStatus>;
 
@@ -98,6 +102,16 @@ pub struct NodeGroupSpec {
     /// at once; 1 when unset. Control planes always go one at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallelism: Option<u32>,
+    /// The range the cluster autoscaler keeps `count` within; the group is
+    /// not autoscaled when unset. Never on a control-plane group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+    /// Machine ids of this group left out of it: the group's machines are the first `count` ids
+    /// `<name>-<i>` (i = 0, 1, ...) whose id is not listed. A named scale-down (the autoscaler's
+    /// `NodeGroupDeleteNodes`) lowers `count` and lists the machines it removes.
+    #[cfg_attr(feature = "openapi", schema(max_items = 1000))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_machines: Vec<String>,
 }
 
 /// The observed state of a node group.
@@ -183,8 +197,13 @@ impl Validate for NodeGroupSpec {
             .provider_class()
             .map_err(|message| FieldError::new(format!("{path}.providerClass"), message))?;
         validate_cloud_text(&format!("{path}.providerClass"), &class.shape, CloudText::Identifier)?;
+        let hosts_needed = self.normalize_removed(path)?;
+        self.check_autoscaling(path)?;
         let field = format!("{path}.providerConfig");
-        check_provider_config(&field, &class, self.count, &self.provider_config)?;
+        check_provider_config(&field, &class, hosts_needed, &self.provider_config)?;
+        if class.provider == Provider::Metal {
+            self.check_autoscaling_hosts(path, self.metal_hosts().len())?;
+        }
         if let Some(version) = &self.talos_version {
             self.talos_version = Some(normalize_version(&format!("{path}.talosVersion"), version)?);
         }

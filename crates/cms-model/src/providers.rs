@@ -165,18 +165,19 @@ pub(crate) struct MetalConfig {
     pub(crate) hosts: Vec<MetalHost>,
 }
 
-/// Checks the `providerConfig` at `field` of a group of `count` machines of
-/// `class`.
+/// Checks the `providerConfig` at `field` of a group of `class` whose
+/// machines, on metal, take `hosts_needed` hosts (machine `i` takes
+/// `hosts[i]`, so its highest index + 1).
 pub(crate) fn check_provider_config(
     field: &str,
     class: &ProviderClass,
-    count: u32,
+    hosts_needed: u64,
     map: &Map<String, Value>,
 ) -> Result<(), FieldError> {
     match class.provider {
         Provider::Oci => check_oci(field, &class.shape, config(field, map)?),
         Provider::OpenStack => check_openstack(field, config(field, map)?),
-        Provider::Metal => check_metal(field, count, config(field, map)?),
+        Provider::Metal => check_metal(field, hosts_needed, config(field, map)?),
     }
 }
 
@@ -315,7 +316,7 @@ fn check_openstack(field: &str, openstack: OpenStackConfig) -> Result<(), FieldE
     check_list(&format!("{field}.securityGroups"), &openstack.security_groups, CloudText::Name)
 }
 
-fn check_metal(field: &str, count: u32, metal: MetalConfig) -> Result<(), FieldError> {
+fn check_metal(field: &str, hosts_needed: u64, metal: MetalConfig) -> Result<(), FieldError> {
     let mut seen = Vec::new();
     for (index, host) in metal.hosts.iter().enumerate() {
         let address = format!("{field}.hosts[{index}].address");
@@ -332,11 +333,12 @@ fn check_metal(field: &str, count: u32, metal: MetalConfig) -> Result<(), FieldE
             validate_cloud_text(&field, provider_id, CloudText::Identifier)?;
         }
     }
-    if (metal.hosts.len() as u64) < u64::from(count) {
-        return Err(FieldError::new(
-            format!("{field}.hosts"),
-            format!("lists {} hosts but count is {count}", metal.hosts.len()),
-        ));
+    if (metal.hosts.len() as u64) < hosts_needed {
+        let message = format!(
+            "lists {} hosts but its machines need {hosts_needed}: machine <group>-<i> takes hosts[i]",
+            metal.hosts.len()
+        );
+        return Err(FieldError::new(format!("{field}.hosts"), message));
     }
     Ok(())
 }

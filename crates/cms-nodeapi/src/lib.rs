@@ -45,7 +45,7 @@ pub use etcd::{BootstrapRequest, EtcdMember, EtcdMemberStatus, ResetRequest, Wip
 pub use logs::{LogStream, LogsRequest, SYSTEM_NAMESPACE, ServiceInfo};
 pub use snapshot::{SnapshotStream, UploadStream};
 pub use target::{NODE_API_PORT, NodeTarget};
-pub use tls::{NodeCredentials, load_private_key};
+pub use tls::{NodeCredentials, load_certificates, load_private_key};
 
 /// The generated protobuf messages and gRPC stubs.
 #[allow(clippy::all, clippy::pedantic, missing_debug_implementations, unreachable_pub)]

@@ -54,7 +54,7 @@ impl NodeCredentials {
         key_pem: &SecretString,
     ) -> Result<NodeCredentials, NodeApiError> {
         let mut roots = RootCertStore::empty();
-        for ca in certificates(ca_pem)? {
+        for ca in load_certificates(ca_pem)? {
             roots.add(ca).map_err(|err| NodeApiError::Credentials(format!("the CA certificate: {err}")))?;
         }
         let key = load_private_key(key_pem)?;
@@ -62,7 +62,7 @@ impl NodeCredentials {
             .with_safe_default_protocol_versions()
             .map_err(|err| NodeApiError::Credentials(err.to_string()))?
             .with_root_certificates(roots)
-            .with_client_auth_cert(certificates(cert_pem)?, key)
+            .with_client_auth_cert(load_certificates(cert_pem)?, key)
             .map_err(|err| NodeApiError::Credentials(format!("the client certificate: {err}")))?;
         Ok(NodeCredentials { config: with_h2(config), maintenance: false })
     }
@@ -101,8 +101,8 @@ fn with_h2(mut config: ClientConfig) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
-/// Every certificate in a PEM text.
-fn certificates(pem_text: &str) -> Result<Vec<CertificateDer<'static>>, NodeApiError> {
+/// Every certificate in a PEM text; an error when it holds none.
+pub fn load_certificates(pem_text: &str) -> Result<Vec<CertificateDer<'static>>, NodeApiError> {
     let blocks = pem::parse_many(pem_text).map_err(|err| NodeApiError::Credentials(err.to_string()))?;
     let certs: Vec<_> = blocks
         .into_iter()

@@ -1,6 +1,8 @@
 //! The desired workspace of a tenant: one machine per index of each node
-//! group, with the stable id `<group>-<index>`. Scaling a group down drops
-//! its highest indexes, the newest machines, first.
+//! group ([`cms_model::NodeGroupSpec::indexes`]), with the stable id
+//! `<group>-<index>`. Scaling a group down drops its highest indexes, the
+//! newest machines, first, but for the machines a named scale-down lists in
+//! `removedMachines`, which leave in their place.
 //!
 //! A tenant whose first control-plane group is on a cloud and which sets no
 //! `controlPlaneEndpoint` gets one made: a load balancer (`oci_network.rs` and
@@ -27,10 +29,7 @@ pub(crate) fn recorded_regions(tenant: &Tenant) -> Vec<String> {
     recorded.into_iter().flat_map(|list| list.split_whitespace()).map(str::to_string).collect()
 }
 
-/// The machine id of index `index` in `group`.
-pub fn machine_id(group: &str, index: u32) -> String {
-    format!("{group}-{index}")
-}
+pub use cms_model::machine_id;
 
 /// The workspace `tenant` should have, with the network settings of
 /// `network` (its `load_balancer` and `instances_held` are decided here).
@@ -61,11 +60,13 @@ pub async fn desired(
             .provider_class()
             .map_err(|message| ReconcileError::Invalid(format!("node group {:?}: {message}", group.name)))?;
         let hosts = group.metal_hosts();
-        if class.provider == Provider::Metal && hosts.len() < group.count as usize {
+        let indexes = group.indexes();
+        let hosts_needed = indexes.last().map_or(0, |&highest| highest as usize + 1);
+        if class.provider == Provider::Metal && hosts.len() < hosts_needed {
             return Err(ReconcileError::Invalid(format!(
-                "node group {:?} asks for {} machines but lists {} metal hosts",
+                "node group {:?} needs {hosts_needed} metal hosts (machine <group>-<i> takes hosts[i]) \
+                 but lists {}",
                 group.name,
-                group.count,
                 hosts.len()
             )));
         }
@@ -89,7 +90,7 @@ pub async fn desired(
                 Some(config)
             }
         };
-        for index in 0..group.count {
+        for index in indexes {
             plan.machines.push(MachinePlan {
                 id: machine_id(&group.name, index),
                 group: group.name.clone(),

@@ -15,6 +15,7 @@
 //! the umask 077 set first thing and the data directory made or tightened
 //! to 0700.
 
+mod autoscaler;
 mod backup;
 mod data_dir;
 mod identity;

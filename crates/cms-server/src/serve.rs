@@ -122,12 +122,22 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     // Machines' logs over the node API, with each tenant's credentials.
     let node_credentials = Arc::new(SealedCredentials::new(store.clone(), secrets.clone()));
     let nodes = Arc::new(TenantNodeClient::new(talos_node_api(NODE_LOGS_TIMEOUT), node_credentials));
-    let state = AppState::new(tenancy, auth, store.clone(), prober(store.clone(), secrets.clone()), options)
-        .with_nodes(nodes)
-        .with_kube(kube)
-        .with_backups(backups)
-        .with_state_locks(store);
+    let autoscaler = crate::autoscaler::prepare(&settings, store.as_ref(), &secrets).await?;
+    let (scaling, scaling_kube) = (tenancy.clone(), kube.clone());
+    let mut state =
+        AppState::new(tenancy, auth, store.clone(), prober(store.clone(), secrets.clone()), options)
+            .with_nodes(nodes)
+            .with_kube(kube)
+            .with_backups(backups)
+            .with_state_locks(store.clone());
+    if let Some(autoscaler) = &autoscaler {
+        state = state.with_autoscaler(autoscaler.access());
+    }
     let shutdown = state.shutdown.clone();
+    let autoscaler = match autoscaler {
+        Some(autoscaler) => Some(autoscaler.start(scaling, scaling_kube, store, shutdown.clone())?),
+        None => None,
+    };
     let schedules = tokio::spawn(schedules.run(shutdown.clone()));
     let rekeyer = rekeyer(&settings, store_for_keys, secrets.clone());
     let stop = shutdown.clone();
@@ -154,6 +164,9 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         abort.abort();
     }
     rekeying.abort();
+    if let Some(autoscaler) = autoscaler {
+        let _ = tokio::time::timeout(DRAIN, autoscaler.stopped()).await;
+    }
     secrets.stop();
     server.stop().await.context("the server failed")?;
     tracing::info!("stopped");

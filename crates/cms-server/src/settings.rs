@@ -88,6 +88,8 @@ const KEYS: &[&str] = &[
     "tokens_per_user",
     "max_group_count",
     "max_machines_per_tenant",
+    "autoscaler_listen",
+    "autoscaler_address",
 ];
 
 /// The whole configuration of the server.
@@ -230,6 +232,13 @@ pub(crate) struct Settings {
     /// backup starts up to this long after its time.
     #[serde(deserialize_with = "duration")]
     pub(crate) backup_schedule_tick: Duration,
+    /// Where the cluster autoscaler's `externalgrpc` service listens, such
+    /// as `0.0.0.0:8086`; the service is off when unset.
+    pub(crate) autoscaler_listen: Option<String>,
+    /// The `host:port` tenants' autoscalers dial: written into the identity
+    /// they download, and named by the service's certificate. The address
+    /// listened on when unset (`localhost` for an unspecified IP).
+    pub(crate) autoscaler_address: Option<String>,
     /// The URL clients reach the server at, such as `https://cms.example.com`;
     /// the console's sign-in returns to `<public_url>/sso/callback`. When
     /// unset, the request's `Host` is used.
@@ -329,6 +338,8 @@ impl Default for Settings {
             backup_url: None,
             backup_schedule_tick: Duration::from_secs(10),
             public_url: None,
+            autoscaler_listen: None,
+            autoscaler_address: None,
             password_login: true,
             sso_issuer: None,
             sso_client_id: None,

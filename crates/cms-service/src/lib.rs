@@ -14,7 +14,7 @@
 //! permission, enforced by `auth.rs`; `visibility.rs` narrows what a
 //! caller with grants sees to its tenants. One module per resource: `tenants.rs`,
 //! `children.rs` (node groups and config patches), `machines.rs`,
-//! `machine_config.rs`, `machine_logs.rs` (a machine's logs from its node), `downloads.rs`, `backups.rs` (etcd backups), `support.rs` (support bundles), `projected.rs`, `health.rs`,
+//! `machine_config.rs`, `machine_logs.rs` (a machine's logs from its node), `downloads.rs`, `autoscaler_identity.rs` (the Secret a tenant's cluster autoscaler mounts), `backups.rs` (etcd backups), `support.rs` (support bundles), `projected.rs`, `health.rs`,
 //! `users.rs`, `tokens.rs`, `grants.rs`, `login.rs`, `audit_log.rs`, and `ops.rs` for
 //! `/healthz`, `/readyz`, `/version`; `console.rs` hands the console's paths
 //! to it. Handlers parse (`body.rs`, `query.rs`),
@@ -32,6 +32,7 @@
 mod audit;
 mod audit_log;
 mod auth;
+mod autoscaler_identity;
 mod backups;
 mod body;
 mod children;
@@ -82,7 +83,7 @@ pub use ops::{BUILD_INFO, BuildInfo};
 pub use request_id::{REQUEST_ID_HEADER, RequestId};
 pub use routes::{ROUTES, RouteInfo};
 pub use server::{HttpService, block_on};
-pub use state::{AppState, ServiceOptions};
+pub use state::{AppState, AutoscalerAccess, ServiceOptions};
 
 /// The prefix of every resource route.
 pub const API_PREFIX: &str = "/api/v1";

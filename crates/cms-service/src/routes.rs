@@ -6,16 +6,17 @@ use actix_web::http::Method;
 use actix_web::middleware::from_fn;
 use actix_web::web;
 use cms_auth::Permission::{
-    Delete, DeleteTenant, ManageUsers, OwnTokens, Read, ReadAudit, ReadClientConfig, ReadLogs,
-    ReadMachineConfig, ReadSecrets, ReleaseStateLock, RestoreBackup, Write, WriteMachineStatus,
+    Delete, DeleteTenant, DownloadAutoscalerIdentity, ManageUsers, OwnTokens, Read, ReadAudit,
+    ReadClientConfig, ReadLogs, ReadMachineConfig, ReadSecrets, ReleaseStateLock, RestoreBackup, Write,
+    WriteMachineStatus,
 };
 
 use crate::auth::{Access, guard};
 use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
-    audit_log, backups, downloads, grants, health, login, machine_config, machine_logs, machines, metrics,
-    openapi, ops, projected, state_lock, support, tenants, tokens, users,
+    audit_log, autoscaler_identity, backups, downloads, grants, health, login, machine_config, machine_logs,
+    machines, metrics, openapi, ops, projected, state_lock, support, tenants, tokens, users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -123,6 +124,9 @@ table! {
     api "/tenants/{name}/kubeconfig" { GET => downloads::kubeconfig, on_tenant(ReadClientConfig); }
     api "/tenants/{name}/talosconfig" { GET => downloads::talosconfig, on_tenant(ReadClientConfig); }
     api "/tenants/{name}/secrets" { GET => downloads::secrets, on_tenant(ReadSecrets); }
+    api "/tenants/{name}/autoscaler-identity" {
+        GET => autoscaler_identity::download, on_tenant(DownloadAutoscalerIdentity);
+    }
     api "/tenants/{name}/support" { GET => support::bundle, on_tenant(ReadLogs); }
     api "/tenants/{name}/health" { GET => health::tenant, on_tenant(Read); }
     api "/tenants/{name}/state-lock" { DELETE => state_lock::release, on_tenant(ReleaseStateLock); }

@@ -105,6 +105,17 @@ pub struct AppState {
     /// The tenants' nodes, for machines' logs (and support bundles); `None`
     /// until [`AppState::with_nodes`], when the log routes answer 503.
     pub nodes: Option<Arc<dyn cms_tenancy::NodeClient>>,
+    /// The autoscaler CA and the address tenants' autoscalers dial; `None`
+    /// until [`AppState::with_autoscaler`], when identity downloads answer 503.
+    pub autoscaler: Option<Arc<AutoscalerAccess>>,
+}
+
+/// What a tenant's cluster autoscaler needs from the service: the CA that
+/// issues its identity and the `host:port` of the autoscaler port.
+#[derive(Debug, Clone)]
+pub struct AutoscalerAccess {
+    pub ca: cms_talos::CertificateAuthority,
+    pub address: String,
 }
 
 impl AppState {
@@ -145,6 +156,7 @@ impl AppState {
             state_locks: None,
             kube: None,
             nodes: None,
+            autoscaler: None,
         }
     }
 
@@ -179,6 +191,13 @@ impl AppState {
     pub fn with_nodes(mut self, nodes: Arc<dyn cms_tenancy::NodeClient>) -> AppState {
         self.console = self.console.with_nodes(nodes.clone());
         self.nodes = Some(nodes);
+        self
+    }
+
+    /// Serves tenants' autoscaler identities, issued by `access.ca`, for
+    /// the autoscaler port at `access.address`.
+    pub fn with_autoscaler(mut self, access: AutoscalerAccess) -> AppState {
+        self.autoscaler = Some(Arc::new(access));
         self
     }
 

@@ -82,6 +82,13 @@ impl CertificateAuthority {
         Ok(CertificateAuthority { cert_pem: cert.pem(), key_pem: key.pem })
     }
 
+    /// Generates a self-signed ECDSA P-256 CA whose subject is `common_name`
+    /// alone, for a service's own clients (such as the autoscaler's).
+    pub fn generate_p256(common_name: &str) -> Result<CertificateAuthority> {
+        let subject = CaSubject { organization: None, common_name: Some(common_name) };
+        CertificateAuthority::generate(KeyAlgorithm::EcdsaP256, subject)
+    }
+
     /// Rebuilds a CA from stored PEM text, checking that the key loads.
     pub fn from_pem(cert_pem: String, key_pem: SecretString) -> Result<CertificateAuthority> {
         let ca = CertificateAuthority { cert_pem, key_pem };
@@ -235,5 +242,18 @@ mod tests {
         let issued = issue_server_cert(&ca, &["127.0.0.1", "localhost"], Duration::from_secs(60)).unwrap();
         assert!(issued.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(!format!("{issued:?}").contains("PRIVATE"));
+    }
+
+    #[test]
+    fn a_p256_ca_names_its_common_name_and_issues_p256_leaves() {
+        let ca = CertificateAuthority::generate_p256("cms autoscaler CA").unwrap();
+        assert_eq!(ca.algorithm().unwrap(), KeyAlgorithm::EcdsaP256);
+        let (_, pem) = x509_parser::pem::parse_x509_pem(ca.cert_pem().as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let names: Vec<_> = cert.subject().iter_common_name().map(|cn| cn.as_str().unwrap()).collect();
+        assert_eq!(names, ["cms autoscaler CA"]);
+        assert!(cert.is_ca());
+        let leaf = issue_client_cert(&ca, Some("acme"), &["o"], Duration::from_secs(60)).unwrap();
+        assert!(secrecy::ExposeSecret::expose_secret(&leaf.key_pem).contains(keys::EC_LABEL));
     }
 }

@@ -41,3 +41,4 @@ pub use render::{
 pub use seal::{Sealer, SealingKey};
 pub use sealed_bundle::BUNDLE_PURPOSE;
 pub use version::{MAX_TALOS_MINOR, MIN_TALOS_MINOR, TalosVersion};
+pub use yaml::to_yaml;

@@ -26,8 +26,9 @@ const LEADING_KEYS: &[&str] = &[
     "context",
 ];
 
-/// One document as YAML.
-pub(crate) fn to_yaml(value: &Value) -> Result<String> {
+/// One document as YAML, with the key order above and YAML 1.1's ambiguous
+/// strings quoted; PEM text and other multi-line strings are escaped.
+pub fn to_yaml(value: &Value) -> Result<String> {
     serde_saphyr::to_string(&Ordered(value)).map_err(|err| TalosError::Encode(err.to_string()))
 }
 

@@ -3,6 +3,8 @@
 //! with a short-lived admin client certificate that the service issues from
 //! the tenant's Kubernetes CA, at the tenant's control-plane endpoint.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 
 use crate::error::TenancyError;
@@ -26,6 +28,31 @@ pub struct KubeNode {
     /// The kubelet's version, `status.nodeInfo.kubeletVersion` without its
     /// leading `v` (such as `1.32.0`); `None` when it reports none.
     pub kubelet_version: Option<String>,
+    /// `spec.providerID`; `None` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+    /// Its labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Its taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<KubeTaint>,
+    /// `status.capacity`: resource name to quantity, as Kubernetes writes it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity: BTreeMap<String, String>,
+    /// `status.allocatable`, likewise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, String>,
+}
+
+/// One taint of a Node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct KubeTaint {
+    pub key: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
 }
 
 /// One core/v1 Event, as a support bundle shows it.
@@ -100,6 +127,14 @@ pub trait KubeClient: Send + Sync + 'static {
 
     /// Deletes the Node object (a no-op when it is gone).
     async fn delete_node(&self, tenant: &str, node: &str) -> Result<(), KubeError>;
+
+    /// Sets the Node's `spec.providerID`, which the API server lets go only
+    /// from empty to a value, as a cloud's controller does (a no-op when
+    /// the Node is gone).
+    async fn set_provider_id(&self, tenant: &str, node: &str, provider_id: &str) -> Result<(), KubeError> {
+        let _ = (tenant, node, provider_id);
+        Err(KubeError::Api("this Kubernetes client does not set provider ids".into()))
+    }
 
     /// The newest `limit` core/v1 Events of every namespace, newest first.
     /// The API lists them in no order of time, so a bounded number of them

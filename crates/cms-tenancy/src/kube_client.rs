@@ -10,15 +10,16 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use ::kube::api::{Api, DeleteParams, EvictParams, ListParams};
+use ::kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 use ::kube::{Client, Config};
 use async_trait::async_trait;
 use cms_model::UserRole;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::error::TenancyError;
-use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode};
+use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode, KubeTaint};
 use crate::tenancy::Tenancy;
 
 /// How long the client certificate of one client lives. A client is made
@@ -149,6 +150,16 @@ impl KubeClient for TenantKube {
         }
     }
 
+    async fn set_provider_id(&self, tenant: &str, node: &str, provider_id: &str) -> Result<(), KubeError> {
+        let nodes = Api::<Node>::all(self.client(tenant).await?);
+        let patch = serde_json::json!({"spec": {"providerID": provider_id}});
+        match nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            Err(err) if has_code(&err, 404) => Ok(()),
+            Err(err) => Err(self.failed(tenant, &format!("PATCH /api/v1/nodes/{node}"), err)),
+        }
+    }
+
     async fn evict(&self, tenant: &str, node: &str) -> Result<Drain, KubeError> {
         let client = self.client(tenant).await?;
         let selector = format!("spec.nodeName={node}");
@@ -246,7 +257,19 @@ fn kube_event(event: Event) -> (Option<k8s_openapi::jiff::Timestamp>, u64, KubeE
 
 /// A Node as the reconciler reads it.
 fn kube_node(node: Node) -> KubeNode {
-    let unschedulable = node.spec.and_then(|spec| spec.unschedulable).unwrap_or(false);
+    let spec = node.spec.unwrap_or_default();
+    let unschedulable = spec.unschedulable.unwrap_or(false);
+    let provider_id = spec.provider_id.filter(|id| !id.is_empty());
+    let taints = spec
+        .taints
+        .unwrap_or_default()
+        .into_iter()
+        .map(|taint| KubeTaint {
+            key: taint.key,
+            value: taint.value.unwrap_or_default(),
+            effect: taint.effect,
+        })
+        .collect();
     let status = node.status.unwrap_or_default();
     let kubelet_version = status
         .node_info
@@ -269,8 +292,26 @@ fn kube_node(node: Node) -> KubeNode {
         }
         None => (false, "no Ready condition".to_string()),
     };
+    let quantities = |map: Option<std::collections::BTreeMap<String, Quantity>>| {
+        map.unwrap_or_default().into_iter().map(|(name, quantity)| (name, quantity.0)).collect()
+    };
+    let capacity = quantities(status.capacity);
+    let allocatable = quantities(status.allocatable);
+    let labels = node.metadata.labels.unwrap_or_default();
     let name = node.metadata.name.unwrap_or_default();
-    KubeNode { name, addresses, ready, reason, unschedulable, kubelet_version }
+    KubeNode {
+        name,
+        addresses,
+        ready,
+        reason,
+        unschedulable,
+        kubelet_version,
+        provider_id,
+        labels,
+        taints,
+        capacity,
+        allocatable,
+    }
 }
 
 /// Whether a drain moves `pod`: not a DaemonSet's (its controller would put

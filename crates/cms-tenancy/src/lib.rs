@@ -20,6 +20,10 @@
 //! - [`login_signing_key`] (`login_key.rs`): the login signing key, kept
 //!   sealed in the store's settings; one an older version kept in the clear
 //!   is replaced by a new one on start.
+//! - [`autoscaler_ca`] (`autoscaler_ca.rs`): the service-wide CA, kept
+//!   sealed in the store's settings, that issues each tenant's cluster
+//!   autoscaler its client certificate ([`issue_autoscaler_identity`]) and
+//!   the Secret that carries it ([`autoscaler_secret_yaml`]).
 //! - The seams it implements for the other crates, each mocked under the
 //!   `testsuite` feature: [`MachineConfigs`] ([`StoreMachineConfigs`]: the
 //!   user data that cloud instances boot with), [`NodeClient`]
@@ -36,6 +40,7 @@
 //! condition, kept in each write's transaction) and by the reconciler;
 //! nothing here writes it.
 
+mod autoscaler_ca;
 mod control_plane;
 mod credentials;
 mod documents;
@@ -55,7 +60,13 @@ mod user_data_limits;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub use crate::kube::MockKubeClient;
-pub use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode, TenantKube};
+pub use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode, KubeTaint, TenantKube};
+pub use autoscaler_ca::{
+    AUTOSCALER_CA_NAME, AUTOSCALER_CA_PURPOSE, AUTOSCALER_CA_SETTING, AUTOSCALER_CLOUD_CONFIG_KEY,
+    AUTOSCALER_IDENTITY_TTL, AUTOSCALER_MOUNT_PATH, AUTOSCALER_ORGANIZATION_PREFIX, AUTOSCALER_SECRET_NAME,
+    AUTOSCALER_SECRET_NAMESPACE, autoscaler_ca, autoscaler_cloud_config, autoscaler_organization,
+    autoscaler_secret_yaml, issue_autoscaler_identity,
+};
 pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, LogsRequest, ServiceInfo, UploadStream};
 pub use control_plane::{MADE_ENDPOINT_ANNOTATION, set_endpoint};
 #[cfg(any(test, feature = "testsuite"))]

@@ -6,7 +6,8 @@
 //! The active key is the setting [`ACTIVE_KEY_SETTING`], written by
 //! `cms-server keys rotate`; without it, the first configured key is
 //! active. The stored blobs are the tenants' bundles and two settings: the
-//! canary and the login signing key (`login_key.rs`). Each re-seal is a
+//! canary, the login signing key (`login_key.rs`) and the autoscaler CA
+//! (`autoscaler_ca.rs`). Each re-seal is a
 //! compare-and-swap on the bytes read
 //! ([`Sealed::replace_secrets`]), so a blob that changed meanwhile is left
 //! to the next pass and nothing is re-sealed twice. The passes go on until
@@ -25,6 +26,7 @@ use base64::engine::general_purpose::STANDARD;
 use cms_store::{Lease, Leases, Sealed};
 use cms_talos::{BUNDLE_PURPOSE, Sealer, TalosError};
 
+use crate::autoscaler_ca::{self, AUTOSCALER_CA_SETTING};
 use crate::error::TenancyError;
 use crate::login_key::{self, LOGIN_KEY_SETTING};
 use crate::secrets::Secrets;
@@ -72,8 +74,8 @@ impl std::fmt::Debug for RekeyLease {
     }
 }
 
-/// Stored blobs per key id: the tenants' bundles, the canary and the login
-/// signing key.
+/// Stored blobs per key id: the tenants' bundles, the canary, the login
+/// signing key and the autoscaler CA.
 pub type Census = BTreeMap<String, u64>;
 
 /// What one pass found and did.
@@ -136,6 +138,7 @@ impl Rekeyer {
         let mut lease = lease.cloned();
         self.reseal_setting(CANARY_SETTING, Sealer::reseal_canary, &mut pass).await?;
         self.reseal_setting(LOGIN_KEY_SETTING, login_key::reseal, &mut pass).await?;
+        self.reseal_setting(AUTOSCALER_CA_SETTING, autoscaler_ca::reseal, &mut pass).await?;
         let mut after = None;
         loop {
             let page = self.store.sealed_secrets(after.clone(), self.options.batch).await?;
@@ -308,7 +311,7 @@ pub async fn census(store: &dyn Sealed) -> Result<Census, TenancyError> {
         let key_id = Sealer::sealed_key_id(sealed).map_or("(unreadable)", |id| id);
         *by_key.entry(key_id.to_string()).or_default() += 1;
     };
-    for name in [CANARY_SETTING, LOGIN_KEY_SETTING] {
+    for name in [CANARY_SETTING, LOGIN_KEY_SETTING, AUTOSCALER_CA_SETTING] {
         match store.setting(name.to_string()).await? {
             Some(stored) if !login_key::is_clear_login_key(&stored) => {
                 count(&STANDARD.decode(stored.trim()).unwrap_or_default());

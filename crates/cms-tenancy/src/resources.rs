@@ -236,8 +236,9 @@ pub fn service_annotations(
     Ok(wanted)
 }
 
-/// Checks that the node group at `path` asks for at most `max` machines and
-/// lists at most `max` metal hosts, so that no spec makes the reconciler
+/// Checks that the node group at `path` asks for at most `max` machines (its
+/// `count` and its autoscaling `maxCount`) and lists at most `max` metal
+/// hosts and removed machines, so that no spec makes the reconciler
 /// allocate without bound. A group that replaces `stored` (the stored group
 /// of its name) may keep or shrink what it held over `max`, as the store's
 /// cap on a tenant's machines refuses only growth: a cap lowered under a
@@ -260,6 +261,24 @@ fn check_group_size(
             growth(u64::from(stored_count), max)
         );
         return Err(FieldError::new(format!("{path}.count"), message));
+    }
+    let max_count = |group: &NodeGroupSpec| group.autoscaling.map_or(0, |limits| limits.max_count);
+    let (autoscaled, stored_max) = (max_count(group), stored.map_or(0, max_count));
+    if autoscaled > max && autoscaled > stored_max {
+        let message = format!(
+            "is {autoscaled}, over the limit of {max} machines per node group{}",
+            growth(u64::from(stored_max), max)
+        );
+        return Err(FieldError::new(format!("{path}.autoscaling.maxCount"), message));
+    }
+    let removed = group.removed_machines.len();
+    let stored_removed = stored.map_or(0, |stored| stored.removed_machines.len());
+    if removed > max as usize && removed > stored_removed {
+        let message = format!(
+            "lists {removed} machines, over the limit of {max} per node group{}",
+            growth(stored_removed as u64, max)
+        );
+        return Err(FieldError::new(format!("{path}.removedMachines"), message));
     }
     let hosts = group.metal_hosts().len();
     let stored_hosts = stored.map_or(0, |stored| stored.metal_hosts().len());
@@ -507,5 +526,26 @@ mod tests {
         assert_eq!(err.field, "spec.nodeGroups[0].count");
         let err = inline("x", 5).check_sizes(3, Some(&stored)).expect_err("another group");
         assert_eq!(err.field, "spec.nodeGroups[0].count");
+    }
+
+    #[test]
+    fn autoscaling_and_removals_over_the_cap_are_refused() {
+        let group = |max_count: u32, removed: u32| -> NodeGroup {
+            let removed: Vec<String> = (0..removed).map(|i| format!(r#""w-{i}""#)).collect();
+            let json = format!(
+                r#"{{"metadata":{{"name":"w"}},"spec":{{"role":"worker","count":1,"providerClass":"openstack:m1","providerConfig":{{"imageId":"i","networkId":"n"}},"autoscaling":{{"minCount":1,"maxCount":{max_count}}},"removedMachines":[{}]}}}}"#,
+                removed.join(",")
+            );
+            parse_json(json.as_bytes()).expect("parses")
+        };
+        group(3, 3).check_sizes(3, None).expect("at the cap");
+        let err = group(4, 0).check_sizes(3, None).expect_err("maxCount over the cap");
+        assert_eq!(err.field, "spec.autoscaling.maxCount");
+        assert!(err.message.contains("over the limit of 3"), "{err}");
+        group(4, 0).check_sizes(3, Some(&group(5, 0))).expect("lowered from over the cap");
+        let err = group(6, 0).check_sizes(3, Some(&group(5, 0))).expect_err("grown over the cap");
+        assert!(err.message.contains("may stay at 5"), "{err}");
+        let err = group(3, 4).check_sizes(3, None).expect_err("too many removals");
+        assert_eq!(err.field, "spec.removedMachines");
     }
 }

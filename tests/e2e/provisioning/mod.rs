@@ -7,6 +7,7 @@
 //! would be templates in the tool's configuration; `unreachable.rs`, a
 //! tenant whose hosts cannot be reached, in its status and the console.
 
+mod autoscaling;
 mod bootstrap;
 pub(crate) mod clouds;
 pub(crate) mod cluster;

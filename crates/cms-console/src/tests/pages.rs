@@ -117,9 +117,10 @@ async fn scaling_replaces_the_node_group_through_tenancy() {
     let refused = f.submit("/tenants/demo/node-groups/cp/scale", &admin, &[("count", "3")]).await;
     assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
-        refused
-            .body
-            .contains("<p class=\"field-error\" id=\"count-cp-error\">lists 2 hosts but count is 3</p>"),
+        refused.body.contains(
+            "<p class=\"field-error\" id=\"count-cp-error\">lists 2 hosts but its machines need 3: \
+             machine &lt;group&gt;-&lt;i&gt; takes hosts[i]</p>"
+        ),
         "{}",
         refused.body
     );
@@ -278,4 +279,22 @@ async fn the_create_form_shows_refusals_at_their_fields() {
         location(&f.get("/tenants/acme/kubeconfig", None).await),
         "/login?next=%2Ftenants%2Facme%2Fkubeconfig"
     );
+}
+
+#[tokio::test]
+async fn an_autoscaled_group_shows_its_range_by_its_count() {
+    let f = Fixture::new().await;
+    f.tenant("demo", json!({}), "active").await;
+    let workers = json!({"name": "w", "role": "worker", "count": 2, "providerClass": "metal:bare",
+        "providerConfig": {"hosts": [{"address": "10.0.1.1"}, {"address": "10.0.1.2"}, {"address": "10.0.1.3"}]},
+        "autoscaling": {"minCount": 1, "maxCount": 3}});
+    let draft = cms_store::Draft { spec: workers, ..cms_store::Draft::default() };
+    f.store.create(Key::child(Kind::NodeGroup, "demo", "w"), draft).await.expect("group created");
+    let admin = f.sign_in(ADMIN).await;
+    let page = f.get("/tenants/demo", Some(&admin)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let body = &page.body;
+    let expected = "<td class=\"count\">2 <span class=\"autoscaling\">autoscaled 1–3</span></td>";
+    assert!(body.contains(expected), "{expected} in {body}");
+    assert!(body.contains("<td class=\"count\">1</td>"), "the control planes are not autoscaled: {body}");
 }

@@ -153,6 +153,7 @@ impl FakeKube {
                     address,
                     ready: true,
                     unschedulable: false,
+                    provider_id: String::new(),
                     control_plane,
                     kubelet_version: kubelet_version.unwrap_or(objects::KUBERNETES_VERSION).to_string(),
                 };

@@ -108,6 +108,10 @@ pub(crate) fn node(record: &NodeRecord, resource_version: u64) -> Value {
         true => json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]),
         false => json!([]),
     };
+    let mut spec = json!({"unschedulable": node.unschedulable, "taints": taints});
+    if !node.provider_id.is_empty() {
+        spec["providerID"] = json!(node.provider_id);
+    }
     let (status, reason, message) = match node.ready {
         true => ("True", "KubeletReady", "kubelet is posting ready status"),
         false => ("False", "KubeletNotReady", "kubelet is not ready"),
@@ -116,8 +120,12 @@ pub(crate) fn node(record: &NodeRecord, resource_version: u64) -> Value {
         "kind": "Node",
         "apiVersion": "v1",
         "metadata": metadata(&node.name, None, &record.uid, record.created, resource_version, labels),
-        "spec": {"unschedulable": node.unschedulable, "taints": taints},
+        "spec": spec,
         "status": {
+            // What a kubelet on a small VM posts: its machine, less what it
+            // reserves for the system.
+            "capacity": {"cpu": "2", "memory": "4026500Ki", "pods": "110", "ephemeral-storage": "20470Mi"},
+            "allocatable": {"cpu": "1950m", "memory": "3595400Ki", "pods": "110", "ephemeral-storage": "19304Mi"},
             "addresses": [
                 {"type": "InternalIP", "address": node.address.to_string()},
                 {"type": "Hostname", "address": node.name},

@@ -174,7 +174,9 @@ fn get_node(store: &Store, name: &str, asked: &Asked<'_>) -> Reply {
 }
 
 /// A merge, strategic-merge or JSON patch of `spec.unschedulable` (cordon
-/// and uncordon); other fields are ignored.
+/// and uncordon), or a merge patch of `spec.providerID`, which, as the API
+/// server allows, may only go from empty to a value; other fields are
+/// ignored.
 fn patch_node(store: &Store, name: &str, asked: &Asked<'_>) -> Reply {
     let media_type = asked.content_type.split(';').next().unwrap_or_default().trim();
     let unschedulable = match media_type {
@@ -189,8 +191,26 @@ fn patch_node(store: &Store, name: &str, asked: &Asked<'_>) -> Reply {
         Ok(unschedulable) => unschedulable,
         Err(message) => return Reply::bad_request(&message),
     };
+    let provider_id = match media_type {
+        "application/json-patch+json" => Ok(None),
+        _ => provider_id_patch(&asked.body),
+    };
+    let provider_id = match provider_id {
+        Ok(provider_id) => provider_id,
+        Err(message) => return Reply::bad_request(&message),
+    };
     let mut data = store.data();
     let Some(record) = data.nodes.get_mut(name) else { return Reply::not_found("nodes", name) };
+    if let Some(provider_id) = provider_id {
+        if !record.node.provider_id.is_empty() && record.node.provider_id != provider_id {
+            let message = format!(
+                "Node \"{name}\" is invalid: spec.providerID: Forbidden: node updates may not change providerID \
+                 except from \"\" to valid"
+            );
+            return Reply::failure(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &message);
+        }
+        record.node.provider_id = provider_id;
+    }
     let cordoned = unschedulable.filter(|unschedulable| *unschedulable != record.node.unschedulable);
     if let Some(unschedulable) = unschedulable {
         record.node.unschedulable = unschedulable;
@@ -214,6 +234,16 @@ fn merge_patch(body: &[u8]) -> Result<Option<bool>, String> {
         Some(Value::Null) => Ok(Some(false)),
         Some(Value::Bool(value)) => Ok(Some(*value)),
         Some(other) => Err(format!("spec.unschedulable must be a boolean, not {other}")),
+    }
+}
+
+/// What a merge patch sets `spec.providerID` to.
+fn provider_id_patch(body: &[u8]) -> Result<Option<String>, String> {
+    let patch: Value = serde_json::from_slice(body).map_err(|err| format!("the patch is not JSON: {err}"))?;
+    match patch.get("spec").and_then(|spec| spec.get("providerID")) {
+        None => Ok(None),
+        Some(Value::String(id)) => Ok(Some(id.clone())),
+        Some(other) => Err(format!("spec.providerID must be a string, not {other}")),
     }
 }
 

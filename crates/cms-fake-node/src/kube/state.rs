@@ -23,6 +23,9 @@ pub struct FakeKubeNode {
     /// `status.nodeInfo.kubeletVersion`, such as `v1.32.0`: a fake node's
     /// is the tag of the kubelet image its config names.
     pub kubelet_version: String,
+    /// `spec.providerID`: empty as Talos registers it on metal; set once,
+    /// as the API server allows.
+    pub provider_id: String,
 }
 
 /// What owns a fake Pod, which decides whether a drain evicts it.

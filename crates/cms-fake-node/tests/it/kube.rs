@@ -220,11 +220,36 @@ async fn nodes_are_listed_cordoned_and_deleted() {
         unschedulable: false,
         control_plane: true,
         kubelet_version: "v1.32.0".into(),
+        provider_id: String::new(),
     };
     assert_eq!(kube.nodes(), [cp0]);
     let methods: Vec<String> =
         kube.requests().into_iter().map(|r| format!("{} {}", r.method, r.path)).collect();
     assert!(methods.contains(&"PATCH /api/v1/nodes/w-0".to_string()), "{methods:?}");
+}
+
+#[tokio::test]
+async fn a_provider_id_is_set_once_as_the_api_server_allows() {
+    let bundle = bundle();
+    let kube = start(&bundle).await;
+    kube.add_node("w-0", "10.0.0.11".parse().unwrap(), true);
+    let merge = [("content-type", "application/merge-patch+json")];
+    let set = |id: &str| format!(r#"{{"spec":{{"providerID":"{id}"}}}}"#);
+    let patch = |body: String| {
+        let (kube, bundle) = (&kube, &bundle);
+        async move { call(kube, admin_tls(bundle), "PATCH", "/api/v1/nodes/w-0", &merge, &body).await.unwrap() }
+    };
+    let (_, node) = get(&kube, &bundle, "/api/v1/nodes/w-0").await;
+    assert!(node["spec"].get("providerID").is_none(), "a metal node registers without one: {node}");
+    let (status, body) = patch(set("metal://10.0.0.11")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = patch(set("metal://10.0.0.11")).await;
+    assert_eq!(status, 200, "the same value again is no change");
+    let (status, body) = patch(set("metal://elsewhere")).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("may not change providerID"), "{body}");
+    let (_, node) = get(&kube, &bundle, "/api/v1/nodes/w-0").await;
+    assert_eq!(node["spec"]["providerID"], "metal://10.0.0.11");
 }
 
 #[tokio::test]
@@ -311,6 +336,7 @@ async fn fake_nodes_register_once_configured_and_the_api_waits_for_etcd() {
         unschedulable: false,
         control_plane: true,
         kubelet_version: "v1.32.0".into(),
+        provider_id: String::new(),
     };
     assert_eq!(kube.nodes(), std::slice::from_ref(&registered));
     client()

@@ -275,6 +275,7 @@ impl KubeClient for Kube {
                 unschedulable: calls.contains(&format!("cordon {name}")),
                 addresses: vec![ip(&machine)],
                 name,
+                ..KubeNode::default()
             })
             .collect())
     }

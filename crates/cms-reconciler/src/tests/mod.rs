@@ -27,6 +27,7 @@ mod hosts;
 mod kubernetes;
 mod leader;
 mod liveness;
+mod named_removal;
 mod reboots;
 mod replacing;
 mod state_lock;

@@ -53,6 +53,18 @@ impl Settings {
                 bail!("CMS_CLOUD_ADMIN_CIDRS must hold CIDRs such as 10.0.0.0/8, got {cidr:?}");
             }
         }
+        if let Some(listen) = &self.autoscaler_listen
+            && listen.parse::<std::net::SocketAddr>().is_err()
+        {
+            bail!(
+                "CMS_AUTOSCALER_LISTEN must be an IP address and port such as 0.0.0.0:8086, got {listen:?}"
+            );
+        }
+        if let Some(address) = &self.autoscaler_address
+            && crate::autoscaler::host_and_port(address).is_none()
+        {
+            bail!("CMS_AUTOSCALER_ADDRESS must be host:port such as cms.example.com:8086, got {address:?}");
+        }
         if self.body_limit == 0 {
             bail!("CMS_BODY_LIMIT must be at least 1 byte");
         }

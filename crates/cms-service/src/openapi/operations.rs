@@ -307,6 +307,20 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .ok(200, Success::Yaml)
                 .error(409, "the tenant's secrets were dropped")
         }
+        ("GET", "/tenants/{name}/autoscaler-identity") => Doc::new(
+            "getAutoscalerIdentity",
+            TENANTS,
+            "Download the tenant's cluster autoscaler identity",
+        )
+        .about(
+            "A Kubernetes Secret (`kube-system/cms-autoscaler`) holding the `externalgrpc` cloud config, \
+             the autoscaler CA and a fresh client certificate (CN the tenant, O \
+             `cms:autoscaler:<createdAt in Unix ms>`, 365 days) that lists and resizes only this tenant's \
+             node groups. Admins only; each download issues a new certificate (docs/autoscaling.md).",
+        )
+        .ok(200, Success::Yaml)
+        .error(409, "the tenant is being deleted")
+        .error(503, "the server serves no autoscaler port"),
         ("GET", "/tenants/{name}/support") => {
             Doc::new("getSupportBundle", TENANTS, "Download the tenant's support bundle")
                 .about(

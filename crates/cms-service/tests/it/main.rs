@@ -2,6 +2,7 @@
 
 mod accounts;
 mod audit;
+mod autoscaler;
 mod backups;
 mod console;
 mod downloads;
@@ -143,7 +144,8 @@ pub(crate) async fn harness_keeping(
     let state = AppState::new(tenancy.clone(), auth, store.clone(), prober, options)
         .with_backups(backups(&tenancy, &dir))
         .with_nodes(Arc::new(quiet_nodes()))
-        .with_state_locks(store.clone());
+        .with_state_locks(store.clone())
+        .with_autoscaler(autoscaler::access());
     let service = test::init_service(app(state.clone())).await;
     Harness { service, store, state, token, workload_key, _dir: dir }
 }

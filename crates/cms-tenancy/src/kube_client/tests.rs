@@ -44,8 +44,33 @@ fn a_ready_node_has_its_addresses_and_no_reason() {
             reason: String::new(),
             unschedulable: true,
             kubelet_version: Some("1.32.0".into()),
+            ..KubeNode::default()
         }
     );
+}
+
+#[test]
+fn a_node_keeps_its_provider_id_labels_taints_and_resources() {
+    let read = kube_node(node(json!({
+        "metadata": {"name": "w-1", "labels": {"node.kubernetes.io/instance-type": "bare"}},
+        "spec": {
+            "providerID": "metal://10.0.0.7",
+            "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}, {"key": "x", "effect": "NoExecute"}],
+        },
+        "status": {"capacity": {"cpu": "4", "memory": "8Gi"}, "allocatable": {"cpu": "3800m", "pods": "110"}},
+    })));
+    assert_eq!(read.provider_id.as_deref(), Some("metal://10.0.0.7"));
+    assert_eq!(read.labels["node.kubernetes.io/instance-type"], "bare");
+    let taint = |key: &str, value: &str, effect: &str| KubeTaint {
+        key: key.into(),
+        value: value.into(),
+        effect: effect.into(),
+    };
+    assert_eq!(read.taints, [taint("dedicated", "gpu", "NoSchedule"), taint("x", "", "NoExecute")]);
+    assert_eq!(read.capacity["memory"], "8Gi");
+    assert_eq!(read.allocatable["cpu"], "3800m");
+    let empty = kube_node(node(json!({"metadata": {"name": "w-2"}, "spec": {"providerID": ""}})));
+    assert_eq!(empty.provider_id, None, "an empty provider id is none");
 }
 
 #[test]

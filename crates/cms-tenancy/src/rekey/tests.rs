@@ -190,3 +190,28 @@ async fn the_login_key_is_counted_and_re_sealed_and_one_in_the_clear_is_left_to_
     let pass = rekeyer.pass(None).await.unwrap();
     assert_eq!((pass.resealed, pass.skipped), (0, 0));
 }
+
+#[tokio::test]
+async fn the_autoscaler_ca_is_counted_and_re_sealed_and_opens_as_the_same_ca() {
+    use crate::autoscaler_ca::{AUTOSCALER_CA_PURPOSE, AUTOSCALER_CA_SETTING};
+    let sealer = keyring();
+    let store = filled(&sealer, 1);
+    let ca = cms_talos::CertificateAuthority::generate_p256("test CA").unwrap();
+    let json = serde_json::to_vec(&ca).unwrap();
+    let sealed_ca = sealer.seal("", AUTOSCALER_CA_PURPOSE, &json).unwrap();
+    store.put_setting(AUTOSCALER_CA_SETTING.into(), STANDARD.encode(sealed_ca)).await.unwrap();
+    assert_eq!(census(store.as_ref()).await.unwrap(), census_of(&[("k1", 3)]), "the CA counts");
+    let secrets = secrets(sealer);
+    let rekeyer = Rekeyer::new(store.clone(), secrets.clone(), options(10), None);
+    store.put_setting(ACTIVE_KEY_SETTING.into(), "k2".into()).await.unwrap();
+    rekeyer.follow_active_key().await.unwrap();
+    let pass = rekeyer.pass(None).await.unwrap();
+    assert_eq!((pass.resealed, pass.skipped), (3, 0));
+    assert_eq!(census(store.as_ref()).await.unwrap(), census_of(&[("k2", 3)]));
+    let only_k2 = Sealer::new(SealingKey::new("k2", [2; 32]).unwrap());
+    let stored = store.settings.lock().unwrap()[AUTOSCALER_CA_SETTING].clone();
+    let opened = only_k2.open("", AUTOSCALER_CA_PURPOSE, &STANDARD.decode(stored).unwrap()).unwrap();
+    assert_eq!(opened, json, "the same CA, sealed by k2");
+    let again = rekeyer.pass(None).await.unwrap();
+    assert_eq!((again.resealed, again.skipped), (0, 0));
+}
