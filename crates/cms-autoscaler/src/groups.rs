@@ -141,7 +141,9 @@ impl Backend {
     ) -> Result<Option<NodeGroup>, AutoscalerError> {
         let groups = self.groups(identity)?;
         let machines = self.machines(&identity.tenant)?;
-        let Some(machine) = self.machine_of(&identity.tenant, &machines, node).await else { return Ok(None) };
+        let Some(machine) = self.machine_of(&identity.tenant, &machines, node, &mut None).await else {
+            return Ok(None);
+        };
         let group = machine.spec.node_group.as_deref();
         Ok(groups.into_iter().find(|candidate| Some(candidate.metadata.name.as_str()) == group))
     }
@@ -153,6 +155,7 @@ impl Backend {
         tenant: &str,
         machines: &'a [Machine],
         node: &NodeName,
+        nodes: &mut Option<Vec<KubeNode>>,
     ) -> Option<&'a Machine> {
         if !node.provider_id.is_empty() {
             let by_id = machines.iter().find(|machine| {
@@ -166,8 +169,11 @@ impl Backend {
         if node.name.is_empty() {
             return None;
         }
-        let nodes = self.nodes(tenant).await;
-        let addresses = nodes.iter().find(|kube| kube.name == node.name).map(|kube| kube.addresses.clone());
+        if nodes.is_none() {
+            *nodes = Some(self.nodes(tenant).await);
+        }
+        let listed = nodes.as_deref().unwrap_or_default();
+        let addresses = listed.iter().find(|kube| kube.name == node.name).map(|kube| kube.addresses.clone());
         machines
             .iter()
             .find(|machine| {
@@ -186,7 +192,7 @@ impl Backend {
         delta: i32,
     ) -> Result<NodeGroup, AutoscalerError> {
         let delta = positive("delta", delta)?;
-        self.write(identity, id, |group, machines| {
+        self.write(identity, id, |group, members| {
             let limits = limits(group);
             let wanted = group.spec.count.saturating_add(delta);
             if wanted > limits.max_count {
@@ -195,12 +201,11 @@ impl Backend {
                     limits.max_count
                 )));
             }
-            // Ids of machines that are gone may be used again.
-            let held: BTreeSet<&str> =
-                machines.iter().map(|machine| machine.metadata.name.as_str()).collect();
-            group.spec.removed_machines.retain(|removed| held.contains(removed.as_str()));
-            group.spec.count = wanted;
-            Ok(())
+            // New machines take the lowest ids free: never one whose
+            // machine is still leaving.
+            let mut held = members.held.clone();
+            held.extend(members.free(delta));
+            Ok(held)
         })
         .await
     }
@@ -216,10 +221,27 @@ impl Backend {
         if nodes.is_empty() {
             return Err(AutoscalerError::Invalid("no node to delete".into()));
         }
-        let machines = self.machines(&identity.tenant)?;
+        // The caller's tenant and group first: nothing is looked up for a
+        // certificate that speaks for no one.
+        let group = self.group(identity, id)?;
+        let tenant = identity.tenant.as_str();
+        let machines = self.machines(tenant)?;
+        let ids = group.spec.machine_ids();
+        let mut listed = None;
         let mut chosen = BTreeSet::new();
         for node in nodes {
-            let machine = self.machine_of(&identity.tenant, &machines, node).await;
+            // An instance not made yet is named by the id `NodeGroupNodes` gave it.
+            let placeholder = node
+                .provider_id
+                .strip_prefix(crate::PLACEHOLDER_SCHEME)
+                .and_then(|rest| rest.strip_prefix(tenant))
+                .and_then(|rest| rest.strip_prefix('/'))
+                .filter(|machine| ids.iter().any(|id| id == machine));
+            if let Some(machine) = placeholder {
+                chosen.insert(machine.to_string());
+                continue;
+            }
+            let machine = self.machine_of(tenant, &machines, node, &mut listed).await;
             let in_group = machine.filter(|machine| machine.spec.node_group.as_deref() == Some(id));
             let Some(machine) = in_group else {
                 return Err(AutoscalerError::NotFound(format!(
@@ -230,28 +252,33 @@ impl Backend {
             };
             chosen.insert(machine.metadata.name.clone());
         }
-        self.write(identity, id, |group, _| {
-            let ids = group.spec.machine_ids();
-            if let Some(gone) = chosen.iter().find(|machine| !ids.contains(machine)) {
-                return Err(AutoscalerError::Refused(format!("node {gone:?} is already being removed")));
+        self.write(identity, id, |group, members| {
+            let mut held = members.held.clone();
+            for machine in &chosen {
+                let index = index_of(id, machine).filter(|index| held.remove(index));
+                if index.is_none() {
+                    return Err(AutoscalerError::Refused(format!(
+                        "node {machine:?} is already being removed"
+                    )));
+                }
             }
             let limits = limits(group);
-            let wanted = group.spec.count.saturating_sub(chosen.len() as u32);
+            let wanted = held.len() as u32;
             if wanted < limits.min_count {
                 return Err(AutoscalerError::Refused(format!(
                     "node group {id:?} cannot shrink to {wanted}: its minCount is {}",
                     limits.min_count
                 )));
             }
-            group.spec.removed_machines.extend(chosen.iter().cloned());
-            group.spec.count = wanted;
-            Ok(())
+            Ok(held)
         })
         .await
     }
 
-    /// Lowers group `id`'s size by `-delta` machines that have not joined
-    /// yet; a machine that runs is never dropped this way.
+    /// Lowers group `id`'s size by `-delta` machines that have not joined:
+    /// those with no machine yet or whose machine has no Node, the newest
+    /// first, written as a named removal. A machine with a Node is never
+    /// dropped this way: the autoscaler names the nodes it deletes.
     pub(crate) async fn decrease_target(
         &self,
         identity: &Identity,
@@ -261,28 +288,37 @@ impl Backend {
         if delta >= 0 {
             return Err(AutoscalerError::Invalid(format!("delta must be negative, got {delta}")));
         }
-        let by = delta.unsigned_abs();
-        self.write(identity, id, |group, machines| {
+        let by = delta.unsigned_abs() as usize;
+        self.group(identity, id)?;
+        let nodes = self.nodes(&identity.tenant).await;
+        self.write(identity, id, |group, members| {
             let limits = limits(group);
-            let wanted = group.spec.count.saturating_sub(by);
+            let wanted = group.spec.count.saturating_sub(by as u32);
             if wanted < limits.min_count {
                 return Err(AutoscalerError::Refused(format!(
                     "node group {id:?} cannot shrink to {wanted}: its minCount is {}",
                     limits.min_count
                 )));
             }
-            let before = group.spec.machine_ids();
-            group.spec.count = wanted;
-            let after = group.spec.machine_ids();
-            let running = before.iter().filter(|id| !after.contains(id)).find(|id| {
-                machines.iter().any(|machine| machine.metadata.name == **id && machine.status.ready)
-            });
-            if let Some(running) = running {
+            let joined = |index: u32| {
+                members
+                    .machine(index)
+                    .is_some_and(|machine| machine.status.ready || node_of(machine, &nodes).is_some())
+            };
+            let pending: Vec<u32> =
+                members.held.iter().rev().copied().filter(|i| !joined(*i)).take(by).collect();
+            if pending.len() < by {
                 return Err(AutoscalerError::Refused(format!(
-                    "attempt to delete existing nodes: {running:?} runs; name the nodes to delete instead"
+                    "attempt to delete existing nodes: only {} of node group {id:?}'s machines have not \
+                     joined; name the nodes to delete instead",
+                    pending.len()
                 )));
             }
-            Ok(())
+            let mut held = members.held.clone();
+            for index in pending {
+                held.remove(&index);
+            }
+            Ok(held)
         })
         .await
     }
@@ -317,7 +353,11 @@ impl Backend {
                 (false, true) => State::Running,
                 (false, false) => State::Creating,
             };
-            let error = (state == State::Creating).then(|| machine.status.message.clone()).flatten();
+            // Only an error that does not clear by itself: a host that does
+            // not answer as the tenant's node. A machine still booting says
+            // so in its message, which is no error to the autoscaler.
+            let stuck = machine.status.stage == cms_reconciler::STAGE_UNRECOGNIZED;
+            let error = (state == State::Creating && stuck).then(|| machine.status.message.clone()).flatten();
             instances.push(Instance { id: instance_id(tenant, machine, &nodes), state, error });
         }
         for machine in machines.iter().filter(|machine| !ids.contains(&machine.metadata.name)) {
@@ -391,13 +431,13 @@ impl Backend {
         })
     }
 
-    /// Changes group `id` with `change` and writes it at the version read,
-    /// reading again when another writer came first.
+    /// Writes group `id` at the version read with the machines `change`
+    /// gives (indexes), reading again when another writer came first.
     async fn write(
         &self,
         identity: &Identity,
         id: &str,
-        change: impl Fn(&mut NodeGroup, &[Machine]) -> Result<(), AutoscalerError>,
+        change: impl Fn(&NodeGroup, &Members) -> Result<BTreeSet<u32>, AutoscalerError>,
     ) -> Result<NodeGroup, AutoscalerError> {
         for _ in 0..ATTEMPTS {
             let tenant = self.tenant(identity)?;
@@ -409,7 +449,9 @@ impl Backend {
             }
             let mut group = self.group(identity, id)?;
             let machines = self.machines(&identity.tenant)?;
-            change(&mut group, &machines)?;
+            let members = Members::of(&group, &machines);
+            let wanted = change(&group, &members)?;
+            members.set(&mut group, &wanted);
             match self.tenancy.update_child(&identity.tenant, group).await {
                 Ok(object) => return object.parse().map_err(|_| corrupt(&identity.tenant)),
                 Err(TenancyError::Store(StoreError::Conflict { .. })) => continue,
@@ -420,6 +462,62 @@ impl Backend {
             "node group {id:?} kept changing while it was written; try again"
         )))
     }
+}
+
+/// A group's machines by index: those it holds, and those whose machine
+/// objects exist (it holds them, or they are leaving it).
+pub(crate) struct Members<'a> {
+    pub(crate) held: BTreeSet<u32>,
+    present: BTreeSet<u32>,
+    machines: &'a [Machine],
+    group: String,
+}
+
+impl<'a> Members<'a> {
+    fn of(group: &NodeGroup, machines: &'a [Machine]) -> Members<'a> {
+        let name = group.metadata.name.clone();
+        let present = machines
+            .iter()
+            .filter(|machine| machine.spec.node_group.as_deref() == Some(name.as_str()))
+            .filter_map(|machine| index_of(&name, &machine.metadata.name))
+            .collect();
+        Members { held: group.spec.indexes().into_iter().collect(), present, machines, group: name }
+    }
+
+    /// The machine of index `index`, if it exists.
+    pub(crate) fn machine(&self, index: u32) -> Option<&'a Machine> {
+        let id = cms_model::machine_id(&self.group, index);
+        self.machines.iter().find(|machine| machine.metadata.name == id)
+    }
+
+    /// The `n` lowest indexes the group may take anew: neither held nor
+    /// of a machine that still exists (one leaving the group).
+    fn free(&self, n: u32) -> Vec<u32> {
+        (0..=u32::MAX)
+            .filter(|i| !self.held.contains(i) && !self.present.contains(i))
+            .take(n as usize)
+            .collect()
+    }
+
+    /// Sets `group`'s `count` and `removedMachines` so that it holds
+    /// exactly `wanted`: every index under the highest that it does not
+    /// hold is removed, and so is every machine still leaving it, so that
+    /// no id comes back while its machine exists; ids of machines that are
+    /// gone are free again above the highest.
+    fn set(&self, group: &mut NodeGroup, wanted: &BTreeSet<u32>) {
+        let highest = wanted.last().copied().unwrap_or(0);
+        let mut removed: BTreeSet<u32> = (0..highest).filter(|i| !wanted.contains(i)).collect();
+        removed.extend(self.present.iter().filter(|i| !wanted.contains(i)));
+        group.spec.count = wanted.len() as u32;
+        group.spec.removed_machines =
+            removed.into_iter().map(|i| cms_model::machine_id(&self.group, i)).collect();
+        debug_assert_eq!(group.spec.indexes().into_iter().collect::<BTreeSet<u32>>(), *wanted);
+    }
+}
+
+/// The index of machine `id` of group `group`.
+fn index_of(group: &str, id: &str) -> Option<u32> {
+    id.strip_prefix(group)?.strip_prefix('-')?.parse().ok()
 }
 
 /// Whether the autoscaler is offered `group`: a worker group with limits.

@@ -34,6 +34,7 @@ mod audit;
 mod error;
 mod groups;
 mod identity;
+mod rate;
 mod service;
 mod template;
 mod tls;
@@ -63,6 +64,11 @@ pub mod proto {
 /// `cms://<tenant>/<machine>`.
 pub const PLACEHOLDER_SCHEME: &str = "cms://";
 
+/// How long one call may take.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How many calls one connection may have in flight.
+const CALLS_PER_CONNECTION: usize = 16;
+
 /// The autoscaler service, bound and serving.
 #[derive(Debug)]
 pub struct AutoscalerServer {
@@ -83,10 +89,12 @@ impl AutoscalerServer {
         let addr = listener.local_addr().map_err(|err| AutoscalerError::Serve(err.to_string()))?;
         let (sender, receiver) = mpsc::channel(64);
         tokio::spawn(tls::accept_loop(listener, TlsAcceptor::from(tls), sender, shutdown.clone()));
-        let service = service::Service { backend, audit };
+        let service = service::Service { backend, audit, rate: rate::Rate::default() };
         let server = proto::externalgrpc::cloud_provider_server::CloudProviderServer::new(service);
         let serve = tokio::spawn(async move {
             tonic::transport::Server::builder()
+                .timeout(CALL_TIMEOUT)
+                .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
                 .add_service(server)
                 .serve_with_incoming_shutdown(ReceiverStream::new(receiver), shutdown.cancelled_owned())
                 .await

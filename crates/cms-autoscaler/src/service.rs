@@ -3,6 +3,7 @@
 //! caller's tenant alone. The scaling calls are recorded in the audit log.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use cms_store::Audit;
 use tonic::{Request, Response, Status};
@@ -14,6 +15,7 @@ use crate::identity::Identity;
 use crate::proto::externalgrpc::cloud_provider_server::CloudProvider;
 use crate::proto::externalgrpc::instance_status::InstanceState;
 use crate::proto::externalgrpc::*;
+use crate::rate::Rate;
 use crate::tls::PeerInfo;
 
 /// The label nodes with an NVIDIA GPU carry (NVIDIA's GPU feature discovery).
@@ -28,14 +30,25 @@ const MAX_NODES_PER_DELETE: usize = 1000;
 pub(crate) struct Service {
     pub(crate) backend: Backend,
     pub(crate) audit: Arc<dyn Audit>,
+    pub(crate) rate: Rate,
 }
 
-fn caller<T>(request: &Request<T>) -> Result<Identity, Status> {
-    let peer = request.extensions().get::<PeerInfo>();
-    match peer.map(|peer| peer.identity.clone()) {
-        Some(Ok(identity)) => Ok(identity),
-        Some(Err(why)) => Err(Status::unauthenticated(why)),
-        None => Err(Status::unauthenticated("no client certificate")),
+impl Service {
+    /// The caller named by its certificate, within its tenant's rate.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Identity, Status> {
+        let peer = request.extensions().get::<PeerInfo>();
+        let identity = match peer.map(|peer| peer.identity.clone()) {
+            Some(Ok(identity)) => identity,
+            Some(Err(why)) => return Err(Status::unauthenticated(why)),
+            None => return Err(Status::unauthenticated("no client certificate")),
+        };
+        if !self.rate.admit(&identity.tenant, Instant::now()) {
+            return Err(Status::resource_exhausted(format!(
+                "over {} calls a second: slow down",
+                crate::rate::CALLS_PER_SECOND
+            )));
+        }
+        Ok(identity)
     }
 }
 
@@ -86,7 +99,18 @@ impl Service {
         group: &str,
         result: Result<cms_model::NodeGroup, AutoscalerError>,
     ) -> Result<(), Status> {
-        audit::record(&self.audit, identity, method, group, result.as_ref().map(|_| ())).await;
+        // A call that named no group of the tenant (or a malformed one)
+        // changed nothing and is not recorded, so that no caller fills
+        // the log with refusals of its own making.
+        let named_nothing = matches!(
+            result,
+            Err(AutoscalerError::NotFound(_)
+                | AutoscalerError::Invalid(_)
+                | AutoscalerError::Unauthenticated(_))
+        );
+        if !named_nothing {
+            audit::record(&self.audit, identity, method, group, result.as_ref().map(|_| ())).await;
+        }
         match result {
             Ok(written) => {
                 tracing::info!(
@@ -105,7 +129,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupsRequest>,
     ) -> Result<Response<NodeGroupsResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let groups = self.backend.groups(&identity)?;
         Ok(Response::new(NodeGroupsResponse { node_groups: groups.iter().map(group_message).collect() }))
     }
@@ -114,7 +138,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupForNodeRequest>,
     ) -> Result<Response<NodeGroupForNodeResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let node = node_name(request.into_inner().node)?;
         let group = self.backend.group_for_node(&identity, &node).await?;
         // A node of no autoscaled group is answered with an empty id.
@@ -126,7 +150,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<PricingNodePriceRequest>,
     ) -> Result<Response<PricingNodePriceResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let request = request.into_inner();
         let node = node_name(request.node)?;
         let seconds = |time: Option<prost_types::Timestamp>| {
@@ -147,7 +171,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<PricingPodPriceRequest>,
     ) -> Result<Response<PricingPodPriceResponse>, Status> {
-        caller(&request)?;
+        self.caller(&request)?;
         Err(Status::unimplemented("pods are not priced: only nodes of groups that set a price are"))
     }
 
@@ -155,7 +179,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<GpuLabelRequest>,
     ) -> Result<Response<GpuLabelResponse>, Status> {
-        caller(&request)?;
+        self.caller(&request)?;
         Ok(Response::new(GpuLabelResponse { label: GPU_LABEL.into() }))
     }
 
@@ -163,19 +187,19 @@ impl CloudProvider for Service {
         &self,
         request: Request<GetAvailableGpuTypesRequest>,
     ) -> Result<Response<GetAvailableGpuTypesResponse>, Status> {
-        caller(&request)?;
+        self.caller(&request)?;
         Ok(Response::new(GetAvailableGpuTypesResponse::default()))
     }
 
     async fn cleanup(&self, request: Request<CleanupRequest>) -> Result<Response<CleanupResponse>, Status> {
-        caller(&request)?;
+        self.caller(&request)?;
         Ok(Response::new(CleanupResponse {}))
     }
 
     async fn refresh(&self, request: Request<RefreshRequest>) -> Result<Response<RefreshResponse>, Status> {
         // Every call reads the store as it is; what needs doing before the
         // autoscaler's loop is giving Nodes their provider ids.
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         self.backend.refresh(&identity).await?;
         Ok(Response::new(RefreshResponse {}))
     }
@@ -184,7 +208,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupTargetSizeRequest>,
     ) -> Result<Response<NodeGroupTargetSizeResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let group = self.backend.group(&identity, &request.into_inner().id)?;
         let target_size = group.spec.count.try_into().unwrap_or(i32::MAX);
         Ok(Response::new(NodeGroupTargetSizeResponse { target_size }))
@@ -194,7 +218,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupIncreaseSizeRequest>,
     ) -> Result<Response<NodeGroupIncreaseSizeResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let request = request.into_inner();
         let result = self.backend.increase(&identity, &request.id, request.delta).await;
         self.audited(&identity, "NodeGroupIncreaseSize", &request.id, result).await?;
@@ -205,7 +229,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupDeleteNodesRequest>,
     ) -> Result<Response<NodeGroupDeleteNodesResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let request = request.into_inner();
         if request.nodes.len() > MAX_NODES_PER_DELETE {
             return Err(Status::invalid_argument(format!("at most {MAX_NODES_PER_DELETE} nodes at once")));
@@ -221,7 +245,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupDecreaseTargetSizeRequest>,
     ) -> Result<Response<NodeGroupDecreaseTargetSizeResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let request = request.into_inner();
         let result = self.backend.decrease_target(&identity, &request.id, request.delta).await;
         self.audited(&identity, "NodeGroupDecreaseTargetSize", &request.id, result).await?;
@@ -232,7 +256,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupNodesRequest>,
     ) -> Result<Response<NodeGroupNodesResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let instances = self.backend.instances(&identity, &request.into_inner().id).await?;
         Ok(Response::new(NodeGroupNodesResponse {
             instances: instances.into_iter().map(instance_message).collect(),
@@ -243,7 +267,7 @@ impl CloudProvider for Service {
         &self,
         request: Request<NodeGroupTemplateNodeInfoRequest>,
     ) -> Result<Response<NodeGroupTemplateNodeInfoResponse>, Status> {
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let node_bytes = self.backend.template(&identity, &request.into_inner().id).await?;
         Ok(Response::new(NodeGroupTemplateNodeInfoResponse { node_bytes, resource_slice_bytes: Vec::new() }))
     }
@@ -253,7 +277,7 @@ impl CloudProvider for Service {
         request: Request<NodeGroupAutoscalingOptionsRequest>,
     ) -> Result<Response<NodeGroupAutoscalingOptionsResponse>, Status> {
         // Groups set no options of their own: the autoscaler's defaults hold.
-        let identity = caller(&request)?;
+        let identity = self.caller(&request)?;
         let request = request.into_inner();
         self.backend.group(&identity, &request.id)?;
         let defaults = request.defaults.ok_or_else(|| Status::invalid_argument("defaults are required"))?;

@@ -155,18 +155,69 @@ async fn deletes_take_the_named_machines_and_keep_the_minimum() {
 }
 
 #[tokio::test]
-async fn a_decrease_drops_only_machines_that_do_not_run() {
-    // w-2 is being made; w-0 and w-1 run.
-    let machines = [("w-0", "w", true), ("w-1", "w", true), ("w-2", "w", false)];
+async fn a_decrease_drops_only_machines_that_have_not_joined() {
+    // w-1 is being made and has no Node; w-0 and w-2 run.
+    let machines = [("w-0", "w", true), ("w-1", "w", false), ("w-2", "w", true)];
     let fixture = fixture(3, json!([]), &machines, vec![]).await;
     fixture.backend.decrease_target(&fixture.acme, "w", -1).await.unwrap();
-    assert_eq!(stored(&fixture, "w").spec.count, 2);
+    let group = stored(&fixture, "w");
+    assert_eq!(group.spec.count, 2);
+    assert_eq!(group.spec.machine_ids(), ["w-0", "w-2"], "the one that has not joined goes, not the newest");
     let err = fixture.backend.decrease_target(&fixture.acme, "w", -1).await.unwrap_err();
-    assert!(err.to_string().contains("\"w-1\" runs"), "{err}");
+    assert!(err.to_string().contains("only 0 of node group \"w\"'s machines have not joined"), "{err}");
     assert!(matches!(
         fixture.backend.decrease_target(&fixture.acme, "w", 1).await,
         Err(AutoscalerError::Invalid(_))
     ));
+}
+
+#[tokio::test]
+async fn a_machine_whose_node_registered_is_never_dropped_unnamed() {
+    // w-1 is not ready, but its Node has registered: it exists.
+    let machines = [("w-0", "w", true), ("w-1", "w", false)];
+    let fixture = fixture(2, json!([]), &machines, vec![kube_node("talos-w-1", "10.1.0.1")]).await;
+    let err = fixture.backend.decrease_target(&fixture.acme, "w", -1).await.unwrap_err();
+    assert!(err.to_string().contains("attempt to delete existing nodes"), "{err}");
+    assert_eq!(stored(&fixture, "w").spec.count, 2);
+}
+
+#[tokio::test]
+async fn an_instance_not_made_yet_is_deleted_by_the_id_it_was_given() {
+    let machines = [("w-0", "w", true), ("w-1", "w", true)];
+    let fixture = fixture(3, json!([]), &machines, vec![]).await;
+    let placeholder = NodeName { provider_id: "cms://acme/w-2".into(), ..NodeName::default() };
+    fixture.backend.delete_nodes(&fixture.acme, "w", &[placeholder]).await.unwrap();
+    let group = stored(&fixture, "w");
+    assert_eq!((group.spec.count, group.spec.machine_ids()), (2, vec!["w-0".to_string(), "w-1".to_string()]));
+    let other = NodeName { provider_id: "cms://other/w-0".into(), ..NodeName::default() };
+    let err = fixture.backend.delete_nodes(&fixture.acme, "w", &[other]).await.unwrap_err();
+    assert!(matches!(err, AutoscalerError::NotFound(_)), "another tenant's id is no instance: {err:?}");
+}
+
+#[tokio::test]
+async fn a_stale_certificate_learns_nothing_from_a_delete() {
+    let machines = [("w-0", "w", true)];
+    let mut kube = MockKubeClient::new();
+    kube.expect_nodes().never();
+    let fixture = fixture_with(2, json!([]), &machines, kube).await;
+    let earlier = Identity { created_ms: fixture.acme.created_ms - 1, ..fixture.acme.clone() };
+    for name in ["talos-w-0", "nope"] {
+        let err = fixture.backend.delete_nodes(&earlier, "w", &[named(name)]).await.unwrap_err();
+        assert!(matches!(err, AutoscalerError::Unauthenticated(_)), "{name}: {err:?}");
+    }
+}
+
+#[tokio::test]
+async fn ids_still_leaving_stay_removed_and_ids_of_gone_machines_are_freed_by_any_write() {
+    // w-2 was removed by name and still leaves; w-1 was removed and has gone.
+    let machines = [("w-0", "w", true), ("w-2", "w", true), ("w-3", "w", true)];
+    let fixture = fixture(2, json!(["w-1", "w-2"]), &machines, vec![]).await;
+    assert_eq!(stored(&fixture, "w").spec.machine_ids(), ["w-0", "w-3"]);
+    let w3 = NodeName { provider_id: "metal://10.1.0.2".into(), ..NodeName::default() };
+    fixture.backend.delete_nodes(&fixture.acme, "w", &[w3]).await.unwrap();
+    let group = stored(&fixture, "w");
+    assert_eq!(group.spec.removed_machines, ["w-2", "w-3"], "w-1 is free again; w-2 and w-3 stay removed");
+    assert_eq!(group.spec.machine_ids(), ["w-0"]);
 }
 
 #[tokio::test]

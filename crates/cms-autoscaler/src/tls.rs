@@ -26,6 +26,8 @@ use crate::identity::Identity;
 
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many TLS handshakes may be under way at once.
+const HANDSHAKES: usize = 64;
 /// How long the serving certificate lives; the server issues it anew at
 /// every start.
 const SERVING_CERT_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -127,6 +129,7 @@ pub(crate) async fn accept_loop(
     connections: mpsc::Sender<Result<TlsConnection, io::Error>>,
     shutdown: CancellationToken,
 ) {
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES));
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -137,8 +140,12 @@ pub(crate) async fn accept_loop(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
+        // At most so many handshakes at once: a flood of connections that
+        // never finish theirs waits here rather than holding tasks.
+        let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
         let (acceptor, sender) = (acceptor.clone(), connections.clone());
         tokio::spawn(async move {
+            let _permit = permit;
             let _ = tcp.set_nodelay(true);
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => {

@@ -83,7 +83,9 @@ impl NodeGroupSpec {
     }
 
     /// Checks `removedMachines` (at `path`, the group's) and sorts it by
-    /// index, dropping the entries above the highest index in use. Returns
+    /// index. An entry stays while its writer keeps it, even past the
+    /// highest index in use: its machine may still be leaving, and its id
+    /// must not come back meanwhile. Returns
     /// the number of metal hosts the group's machines take: its highest
     /// index + 1. `count` must be at least 1.
     pub(super) fn normalize_removed(&mut self, path: &str) -> Result<u64, FieldError> {
@@ -117,7 +119,6 @@ impl NodeGroupSpec {
             let message = "with the removed machines, the group's indexes would pass the largest index";
             return Err(FieldError::new(format!("{path}.count"), message));
         }
-        removed.retain(|&index| u64::from(index) < highest);
         self.removed_machines = removed.into_iter().map(|index| machine_id(&self.name, index)).collect();
         Ok(highest + 1)
     }

@@ -40,11 +40,14 @@ fn the_machines_are_the_first_count_indexes_not_removed() {
 }
 
 #[test]
-fn normalize_sorts_the_removed_machines_and_drops_those_past_the_highest_index() {
-    let group = normalized(workers(2, &["workers-10", "workers-1", "workers-9", "workers-0"])).unwrap();
-    // Indexes 0 and 1 are removed: the machines are 2 and 3; 9 and 10 no longer matter.
-    assert_eq!(group.removed_machines, vec!["workers-0", "workers-1"]);
+fn normalize_sorts_the_removed_machines_and_keeps_those_past_the_highest_index() {
+    let mut group = normalized(workers(2, &["workers-10", "workers-1", "workers-9", "workers-0"])).unwrap();
+    // Indexes 0 and 1 are removed: the machines are 2 and 3; 9 and 10 stay
+    // removed, so that growing the group never brings them back early.
+    assert_eq!(group.removed_machines, vec!["workers-0", "workers-1", "workers-9", "workers-10"]);
     assert_eq!(group.machine_ids(), vec!["workers-2", "workers-3"]);
+    group.count = 9;
+    assert_eq!(group.indexes(), [2, 3, 4, 5, 6, 7, 8, 11, 12]);
     let untouched = normalized(workers(3, &["workers-1"])).unwrap();
     assert_eq!(untouched.removed_machines, vec!["workers-1"]);
     assert_eq!(untouched.machine_ids(), vec!["workers-0", "workers-2", "workers-3"]);
