@@ -23,8 +23,9 @@
 //! an operator, and confirming a replaced host; `probe.rs`: the health
 //! line; `projected.rs`: the projected state), `machine.rs` (one machine,
 //! with its logs panel; `logs.rs`, with `logs/`: a machine's log streamed
-//! from its node), `create.rs`, `downloads.rs`, and
-//! `events.rs`, the live updates. `backups.rs` (with `backups/`): a
+//! from its node), `create.rs`, `downloads.rs`, `autoscaler.rs` (a
+//! tenant's autoscaler identity, for admins), and `events.rs`, the live
+//! updates. `backups.rs` (with `backups/`): a
 //! tenant's etcd backups, taken, downloaded, restored and deleted through
 //! `cms_backup::Backups`, as the API's backup routes do. The account pages: `audit.rs`, the
 //! audit log; `users.rs`; `grants.rs`, the grants; `tokens.rs`, one's own API tokens; with
@@ -36,6 +37,7 @@
 mod actions;
 mod assets;
 mod audit;
+mod autoscaler;
 mod backups;
 mod create;
 mod csrf;
@@ -191,6 +193,10 @@ pub struct Console {
     /// The machines' node API, for their logs; `None` until
     /// [`Console::with_nodes`], when the logs panel says it is not there.
     nodes: Option<Arc<dyn NodeClient>>,
+    /// The autoscaler CA and the address tenants' autoscalers dial; `None`
+    /// until [`Console::with_autoscaler`], when the server serves no
+    /// autoscaler port and the tenant page offers no autoscaler identity.
+    autoscaler: Option<Arc<autoscaler::Access>>,
 }
 
 impl fmt::Debug for Console {
@@ -221,6 +227,7 @@ impl Console {
             backups: None,
             running: Default::default(),
             nodes: None,
+            autoscaler: None,
         }
     }
 
@@ -232,6 +239,12 @@ impl Console {
     /// The same console, reading machines' logs through `nodes`.
     pub fn with_nodes(self, nodes: Arc<dyn NodeClient>) -> Console {
         Console { nodes: Some(nodes), ..self }
+    }
+
+    /// The same console, offering admins tenants' autoscaler identities
+    /// issued by `ca` for the autoscaler port at `address` (`host:port`).
+    pub fn with_autoscaler(self, ca: cms_talos::CertificateAuthority, address: String) -> Console {
+        Console { autoscaler: Some(Arc::new(autoscaler::Access { ca, address })), ..self }
     }
 
     /// The same console with another health prober.

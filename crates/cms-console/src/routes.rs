@@ -8,7 +8,7 @@ use crate::failure::Failure;
 use crate::reply::Outcome;
 use crate::{Console, Request, Response};
 use crate::{actions, assets, create, downloads, events, login, tenant, tenants};
-use crate::{audit, grants, machines, probe, tokens, upgrade, users};
+use crate::{audit, autoscaler, grants, machines, probe, tokens, upgrade, users};
 use crate::{backups, editor, logs, machine, patches, sso};
 
 /// Every path the console serves, as route patterns in the mounting
@@ -16,7 +16,7 @@ use crate::{backups, editor, logs, machine, patches, sso};
 /// `/tenants/{name}`). None is under `/api/v1`, and none shadows the
 /// server's own root paths (`/healthz`, `/readyz`, `/metrics`, `/version`,
 /// `/openapi.json`, `/docs`).
-pub const PATHS: [&str; 41] = [
+pub const PATHS: [&str; 42] = [
     "/",
     "/login",
     "/logout",
@@ -29,6 +29,7 @@ pub const PATHS: [&str; 41] = [
     "/tenants/{name}",
     "/tenants/{name}/kubeconfig",
     "/tenants/{name}/talosconfig",
+    "/tenants/{name}/autoscaler-identity",
     "/tenants/{name}/delete",
     "/tenants/{name}/node-groups/{group}/scale",
     "/tenants/{name}/edit",
@@ -73,6 +74,7 @@ pub(crate) enum Route<'a> {
     Tenant(&'a str),
     Kubeconfig(&'a str),
     Talosconfig(&'a str),
+    AutoscalerIdentity(&'a str),
     Delete(&'a str),
     Scale(&'a str, &'a str),
     NewTenantYaml,
@@ -121,6 +123,7 @@ impl<'a> Route<'a> {
             ["tenants", name] => Route::Tenant(name),
             ["tenants", name, "kubeconfig"] => Route::Kubeconfig(name),
             ["tenants", name, "talosconfig"] => Route::Talosconfig(name),
+            ["tenants", name, "autoscaler-identity"] => Route::AutoscalerIdentity(name),
             ["tenants", name, "delete"] => Route::Delete(name),
             ["tenants", name, "edit"] => Route::EditTenant(name),
             ["tenants", name, "configpatches", "new"] => Route::NewPatch(name),
@@ -164,6 +167,7 @@ impl<'a> Route<'a> {
             Route::Tenant(name)
             | Route::Kubeconfig(name)
             | Route::Talosconfig(name)
+            | Route::AutoscalerIdentity(name)
             | Route::Delete(name)
             | Route::Scale(name, _)
             | Route::EditTenant(name)
@@ -229,6 +233,7 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         (Route::Tenant(name), &Method::GET) => tenant::page(console, request, name).await,
         (Route::Kubeconfig(name), &Method::GET) => downloads::kubeconfig(console, request, name).await,
         (Route::Talosconfig(name), &Method::GET) => downloads::talosconfig(console, request, name).await,
+        (Route::AutoscalerIdentity(name), &Method::GET) => autoscaler::identity(console, request, name).await,
         (Route::Delete(name), &Method::POST) => actions::delete(console, request, name).await,
         (Route::Scale(name, group), &Method::POST) => actions::scale(console, request, name, group).await,
         (Route::NewTenantYaml, &Method::GET) => editor::create_form(console, request).await,

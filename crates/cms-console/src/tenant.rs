@@ -4,8 +4,9 @@
 //! its conditions, its node groups (each with a scale form), its config
 //! patches, its rolling procedures (`upgrade.rs`), its machines
 //! (`machines.rs`), its backups' schedule and outcomes with a link to its
-//! backups page (`backups.rs`), the client-config downloads and the
-//! delete form. The
+//! backups page (`backups.rs`), the client-config downloads (with, for
+//! admins on a server with an autoscaler port, the autoscaler identity:
+//! `autoscaler.rs`) and the delete form. The
 //! forms show only to roles that may use them; the actions (`actions.rs`,
 //! and each section's module) check again. After a confirmed replacement,
 //! `?replaced=<machine>` shows a notice while that machine is gone or
@@ -94,7 +95,8 @@ async fn render_page(
     });
     let listed =
         machines::Machines { session, tenant: name, groups: &groups, machines: &machines, problem, replaced };
-    let view = View { session, tenant: &tenant, groups: &groups, default_talos, problem };
+    let autoscaler = crate::autoscaler::served(console);
+    let view = View { session, tenant: &tenant, groups: &groups, default_talos, problem, autoscaler };
     let content = html! {
         section #tenant data-tenant=(name) data-revision=(revision) {
             (view.heading())
@@ -135,6 +137,8 @@ struct View<'a> {
     groups: &'a [NodeGroup],
     default_talos: &'a str,
     problem: &'a Problem,
+    /// Whether the server serves an autoscaler port.
+    autoscaler: bool,
 }
 
 impl View<'_> {
@@ -297,9 +301,18 @@ impl View<'_> {
                 ul #downloads {
                     li { a #download-kubeconfig href={ "/tenants/" (self.name()) "/kubeconfig" } download { "Download kubeconfig" } }
                     li { a #download-talosconfig href={ "/tenants/" (self.name()) "/talosconfig" } download { "Download talosconfig" } }
+                    @if self.may_download_autoscaler_identity() {
+                        li { a #download-autoscaler-identity href={ "/tenants/" (self.name()) "/autoscaler-identity" } download { "Autoscaler identity" } }
+                    }
                 }
             }
         }
+    }
+
+    /// Admins, on a server with an autoscaler port, download the tenant's
+    /// autoscaler identity (`autoscaler.rs`).
+    fn may_download_autoscaler_identity(&self) -> bool {
+        self.autoscaler && self.session.may(Permission::DownloadAutoscalerIdentity)
     }
 
     fn delete_form(&self) -> Markup {

@@ -195,8 +195,9 @@ impl AppState {
     }
 
     /// Serves tenants' autoscaler identities, issued by `access.ca`, for
-    /// the autoscaler port at `access.address`.
+    /// the autoscaler port at `access.address`, the API's and the console's.
     pub fn with_autoscaler(mut self, access: AutoscalerAccess) -> AppState {
+        self.console = self.console.with_autoscaler(access.ca.clone(), access.address.clone());
         self.autoscaler = Some(Arc::new(access));
         self
     }

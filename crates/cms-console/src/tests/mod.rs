@@ -5,6 +5,7 @@
 //! the same console mounted in the application.
 
 mod accounts;
+mod autoscaler;
 mod backups;
 mod editing;
 mod events;

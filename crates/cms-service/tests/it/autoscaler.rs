@@ -90,6 +90,37 @@ async fn editors_are_refused_unknown_tenants_are_404_and_deleting_ones_409() {
 }
 
 #[actix_web::test]
+async fn the_console_s_download_is_the_same_secret_and_on_the_audit_log() {
+    let h = harness().await;
+    h.tenant("acme").await;
+    let request = actix_web::test::TestRequest::get()
+        .uri("/tenants/acme/autoscaler-identity")
+        .insert_header(("cookie", format!("cms_session={}", h.token)));
+    let reply = h.send_as(request).await;
+    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+    assert_eq!(reply.header("content-type"), "application/yaml");
+    assert_eq!(reply.header("cache-control"), "no-store");
+    assert_eq!(reply.header("content-disposition"), "attachment; filename=\"acme-autoscaler.yaml\"");
+    let secret: Value = serde_saphyr::from_str(&reply.text()).expect("YAML");
+    let data = &secret["stringData"];
+    let leaf_der = der(data["tls.crt"].as_str().expect("the certificate"));
+    let (_, leaf) = X509Certificate::from_der(&leaf_der).expect("X.509");
+    let common_names: Vec<_> = leaf.subject().iter_common_name().map(|a| a.as_str().unwrap()).collect();
+    assert_eq!(common_names, ["acme"]);
+
+    let audit = h.get("/api/v1/audit?tenant=acme").await.json();
+    let items = audit["items"].as_array().cloned().unwrap_or_default();
+    let record = items
+        .iter()
+        .find(|record| record["route"] == "/tenants/{name}/autoscaler-identity")
+        .unwrap_or_else(|| panic!("the console's download is on the audit log: {audit}"));
+    assert_eq!((record["method"].as_str(), record["status"].as_u64()), (Some("GET"), Some(200)), "{record}");
+    assert_eq!(record["target"]["kind"], "Tenant", "{record}");
+    assert_eq!(record["target"]["name"], "acme", "{record}");
+    assert!(!audit.to_string().contains("PRIVATE"), "no credential on the log");
+}
+
+#[actix_web::test]
 async fn a_server_without_an_autoscaler_port_answers_503() {
     let h = harness().await;
     h.tenant("acme").await;
