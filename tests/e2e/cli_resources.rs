@@ -79,7 +79,7 @@ async fn apply_get_and_delete_every_kind() {
             .expect("YAML output");
     assert_eq!(yaml["spec"]["count"], 2);
     let groups = cli.run(&["get", "nodegroups", "--tenant", "alpha"]);
-    assert!(groups.ok().contains("workers   worker   2       0/0     metal:bare"), "{groups}");
+    assert!(groups.ok().contains("workers   worker   2                     0/0     metal:bare"), "{groups}");
     let patches = cli.run(&["get", "configpatches", "--tenant", "alpha"]);
     assert!(patches.ok().contains("sysctls   strategic   all      true      1"), "{patches}");
     let machines = cli.run(&["get", "machines"]);

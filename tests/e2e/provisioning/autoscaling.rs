@@ -7,14 +7,16 @@
 //! the autoscaler's writes are in the audit log under its identity.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use cms_e2e::cluster::{FakeCluster, hostname};
 use cms_e2e::nodes::StoreWriter;
 use cms_e2e::{Api, Server};
 use prost::Message;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::{Value, json};
 use tonic::Code;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::cluster::fake_hosts;
 use super::{CONVERGE, Engine, converged, eventually, machine_ids, metal_tenant};
@@ -51,24 +53,78 @@ async fn identity(api: &Api, tenant: &str) -> Value {
 
 /// A client that speaks as the autoscaler holding `identity`.
 async fn client(identity: &Value) -> Client {
+    let key = identity["tls.key"].as_str().unwrap();
+    let tls = tls(identity, Some((identity["tls.crt"].as_str().unwrap(), key)));
+    CloudProviderClient::new(
+        channel(identity, tls).await.expect("the service answers the downloaded identity"),
+    )
+}
+
+/// The PEM blocks of `text`, as DER.
+fn pems(text: &str) -> Vec<Vec<u8>> {
+    let mut reader = std::io::BufReader::new(text.as_bytes());
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in std::io::BufRead::lines(&mut reader).map(Result::unwrap) {
+        match (&mut current, line.starts_with("-----BEGIN"), line.starts_with("-----END")) {
+            (None, true, _) => current = Some(String::new()),
+            (Some(body), _, true) => {
+                use base64::Engine;
+                blocks.push(base64::engine::general_purpose::STANDARD.decode(body.as_bytes()).unwrap());
+                current = None;
+            }
+            (Some(body), _, _) => body.push_str(line.trim()),
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// The TLS of the autoscaler's side: the CA the Secret names as the only
+/// root, and the client certificate and key when given.
+fn tls(identity: &Value, client: Option<(&str, &str)>) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in pems(identity["ca.crt"].as_str().unwrap()) {
+        roots.add(CertificateDer::from(ca)).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut config = match client {
+        Some((cert, key)) => {
+            let chain = pems(cert).into_iter().map(CertificateDer::from).collect();
+            let key = PrivateKeyDer::try_from(pems(key).remove(0)).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Arc::new(config)
+}
+
+/// A channel to the address of the Secret's cloud config, over `tls`.
+async fn channel(
+    identity: &Value,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<Channel, tonic::transport::Error> {
     let config: Value = serde_saphyr::from_str(identity["cloud-config"].as_str().unwrap()).unwrap();
     let address = config["address"].as_str().expect("the cloud config names an address").to_string();
     let host = address.rsplit_once(':').unwrap().0.to_string();
-    let tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(identity["ca.crt"].as_str().unwrap()))
-        .identity(Identity::from_pem(
-            identity["tls.crt"].as_str().unwrap(),
-            identity["tls.key"].as_str().unwrap(),
-        ))
-        .domain_name(host);
-    let channel = Channel::from_shared(format!("https://{address}"))
-        .unwrap()
-        .tls_config(tls)
-        .unwrap()
-        .connect()
-        .await
-        .expect("the autoscaler service answers TLS with the downloaded identity");
-    CloudProviderClient::new(channel)
+    let server_name = ServerName::try_from(host).unwrap();
+    let connector = tokio_rustls::TlsConnector::from(tls);
+    let dial = address.clone();
+    let connect = tower::service_fn(move |_: Uri| {
+        let (connector, dial, server_name) = (connector.clone(), dial.clone(), server_name.clone());
+        async move {
+            let tcp = tokio::net::TcpStream::connect(dial).await?;
+            let tls = connector.connect(server_name, tcp).await?;
+            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+        }
+    });
+    // The scheme is the connector's business: it speaks TLS whatever it says.
+    Endpoint::from_shared(format!("http://{address}")).unwrap().connect_with_connector(connect).await
 }
 
 fn node(name: &str) -> ExternalGrpcNode {
@@ -269,13 +325,7 @@ async fn the_autoscaler_scales_a_group_through_cms_and_deletes_the_node_it_names
 
     // Without a client certificate there is no conversation at all.
     let acme = identity(&api, "acme").await;
-    let config: Value = serde_saphyr::from_str(acme["cloud-config"].as_str().unwrap()).unwrap();
-    let address = config["address"].as_str().unwrap().to_string();
-    let tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(acme["ca.crt"].as_str().unwrap()))
-        .domain_name(address.rsplit_once(':').unwrap().0.to_string());
-    let anonymous = Channel::from_shared(format!("https://{address}")).unwrap().tls_config(tls).unwrap();
-    let refused = match anonymous.connect().await {
+    let refused = match channel(&acme, tls(&acme, None)).await {
         Ok(channel) => CloudProviderClient::new(channel).node_groups(NodeGroupsRequest {}).await.is_err(),
         Err(_) => true,
     };
