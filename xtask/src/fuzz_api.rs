@@ -162,6 +162,8 @@ impl Server {
             .env("CMS_DATA_DIR", work.join("data"))
             .env("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD)
             .env("CMS_PROVISIONING", "false")
+            // The autoscaler port on, so that its identity downloads are served.
+            .env("CMS_AUTOSCALER_LISTEN", "127.0.0.1:0")
             .env("CMS_KEY_POOL", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone()?))
