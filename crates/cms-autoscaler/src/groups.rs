@@ -11,9 +11,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use cms_model::{Kind, Machine, NodeGroup, Role, Tenant};
+use cms_model::{Kind, Machine, NodeGroup, Role, Tenant, machine_index};
 use cms_store::{Key, StoreError};
-use cms_tenancy::{KubeClient, KubeNode, Tenancy, TenancyError};
+use cms_tenancy::{KubeClient, KubeNode, Tenancy, TenancyError, node_of};
 
 use crate::error::AutoscalerError;
 use crate::identity::Identity;
@@ -177,9 +177,7 @@ impl Backend {
         machines
             .iter()
             .find(|machine| {
-                addresses
-                    .as_ref()
-                    .is_some_and(|list| machine_ip(machine).is_some_and(|ip| list.contains(&ip)))
+                addresses.as_ref().is_some_and(|list| machine.ip().is_some_and(|ip| list.contains(&ip)))
             })
             .or_else(|| machines.iter().find(|machine| machine.metadata.name == node.name))
     }
@@ -255,7 +253,7 @@ impl Backend {
         self.write(identity, id, |group, members| {
             let mut held = members.held.clone();
             for machine in &chosen {
-                let index = index_of(id, machine).filter(|index| held.remove(index));
+                let index = machine_index(id, machine).filter(|index| held.remove(index));
                 if index.is_none() {
                     return Err(AutoscalerError::Refused(format!(
                         "node {machine:?} is already being removed"
@@ -479,7 +477,7 @@ impl<'a> Members<'a> {
         let present = machines
             .iter()
             .filter(|machine| machine.spec.node_group.as_deref() == Some(name.as_str()))
-            .filter_map(|machine| index_of(&name, &machine.metadata.name))
+            .filter_map(|machine| machine_index(&name, &machine.metadata.name))
             .collect();
         Members { held: group.spec.indexes().into_iter().collect(), present, machines, group: name }
     }
@@ -515,11 +513,6 @@ impl<'a> Members<'a> {
     }
 }
 
-/// The index of machine `id` of group `group`.
-fn index_of(group: &str, id: &str) -> Option<u32> {
-    id.strip_prefix(group)?.strip_prefix('-')?.parse().ok()
-}
-
 /// Whether the autoscaler is offered `group`: a worker group with limits.
 fn offered(group: &NodeGroup) -> bool {
     group.spec.role == Role::Worker
@@ -550,29 +543,10 @@ fn instance_id(tenant: &str, machine: &Machine, nodes: &[KubeNode]) -> String {
         .unwrap_or_else(|| placeholder_id(tenant, machine))
 }
 
-/// The Node of a machine: one that lists the machine's IP, or is named as it.
-fn node_of<'a>(machine: &Machine, nodes: &'a [KubeNode]) -> Option<&'a KubeNode> {
-    let ip = machine_ip(machine);
-    nodes
-        .iter()
-        .find(|node| ip.as_ref().is_some_and(|ip| node.addresses.contains(ip)))
-        .or_else(|| nodes.iter().find(|node| node.name == machine.metadata.name))
-}
-
 /// `cms://<tenant>/<machine>`: the id of an instance whose provider id is
 /// not known.
 fn placeholder_id(tenant: &str, machine: &Machine) -> String {
     format!("{}{tenant}/{}", crate::PLACEHOLDER_SCHEME, machine.metadata.name)
-}
-
-/// A machine's IP: its management address without the port.
-fn machine_ip(machine: &Machine) -> Option<String> {
-    let address = machine.spec.management_address.as_deref()?;
-    let host = match address.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-        _ => address,
-    };
-    Some(host.trim_start_matches('[').trim_end_matches(']').to_string())
 }
 
 fn positive(field: &str, value: i32) -> Result<u32, AutoscalerError> {

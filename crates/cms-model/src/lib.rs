@@ -69,11 +69,11 @@ pub use installer::{
     installer_image,
 };
 pub use list::{List, Page, PageError};
-pub use machine::{Machine, MachineSpec, MachineStatus};
+pub use machine::{Machine, MachineSpec, MachineStatus, host_of};
 pub use meta::{Kind, ObjectMeta, Resource};
 pub use node_group::{
     Autoscaling, MAX_REMOVED_MACHINES, NodeGroup, NodeGroupSpec, NodeGroupStatus, Provider, ProviderClass,
-    Role, machine_id,
+    Role, machine_id, machine_index,
 };
 pub use parse::{ParseError, parse_json};
 pub use projected::{Projected, ProjectedList};

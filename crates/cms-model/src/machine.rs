@@ -54,7 +54,23 @@ pub struct MachineStatus {
     pub message: Option<String>,
 }
 
+/// The host of `IP:PORT`, `[IPv6]:PORT` or `scheme://IP:PORT` (a machine's
+/// management address, an etcd peer URL), without brackets.
+pub fn host_of(address: &str) -> String {
+    let rest = address.split_once("://").map_or(address, |(_, rest)| rest);
+    let host = match rest.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
+        _ => rest,
+    };
+    host.trim_start_matches('[').trim_end_matches(']').to_string()
+}
+
 impl Machine {
+    /// The machine's IP: its management address without the port.
+    pub fn ip(&self) -> Option<String> {
+        self.spec.management_address.as_deref().map(host_of)
+    }
+
     /// The machine's role: its node group's, found in `groups`, or for a
     /// machine that names no group, the role it reported. `None` when its
     /// group is not in `groups` or it names no group and reported none.
@@ -64,5 +80,19 @@ impl Machine {
             Some(name) => groups.iter().find(|group| group.name == *name).map(|group| group.role),
             None => self.status.role,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_of_addresses_and_urls() {
+        assert_eq!(host_of("10.0.0.1:50000"), "10.0.0.1");
+        assert_eq!(host_of("[fd00::1]:50000"), "fd00::1");
+        assert_eq!(host_of("https://10.0.0.2:2380"), "10.0.0.2");
+        assert_eq!(host_of("https://[fd00::2]:2380"), "fd00::2");
+        assert_eq!(host_of("10.0.0.3"), "10.0.0.3");
     }
 }

@@ -16,7 +16,7 @@ use crate::validate::{
 
 mod autoscaling;
 
-pub use autoscaling::{Autoscaling, MAX_REMOVED_MACHINES, machine_id};
+pub use autoscaling::{Autoscaling, MAX_REMOVED_MACHINES, machine_id, machine_index};
 
 /// A node-group resource.
 pub type NodeGroup = Resource<NodeGroupSpec, NodeGroupStatus>;

@@ -6,7 +6,9 @@
 //! can act on. Machines and Nodes are matched by address: a Node lists the
 //! machine's IP, or is named as the machine.
 
-use cms_model::{EtcdMemberStatus, EtcdStatus, Machine};
+use cms_model::{EtcdMemberStatus, EtcdStatus, Machine, host_of};
+/// The Node of a machine, as every part of the service finds it.
+pub(crate) use cms_tenancy::node_of;
 use cms_tenancy::{EtcdMember, KubeNode, NodeRef};
 use futures_util::future::join_all;
 
@@ -80,37 +82,13 @@ pub(crate) fn node_ref(tenant: &str, machine: &Machine) -> Option<NodeRef> {
     })
 }
 
-/// The IP of a machine: its management address without the port.
-pub(crate) fn machine_ip(machine: &Machine) -> Option<String> {
-    machine.spec.management_address.as_deref().map(host_of)
-}
-
-/// `IP` of `IP:PORT`, `[IPv6]:PORT` or `scheme://IP:PORT`.
-fn host_of(address: &str) -> String {
-    let rest = address.split_once("://").map_or(address, |(_, rest)| rest);
-    let host = match rest.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
-        _ => rest,
-    };
-    host.trim_start_matches('[').trim_end_matches(']').to_string()
-}
-
-/// The Node of a machine: one that lists the machine's IP, or is named as it.
-pub(crate) fn node_of<'a>(machine: &Machine, nodes: &'a [KubeNode]) -> Option<&'a KubeNode> {
-    let ip = machine_ip(machine);
-    nodes
-        .iter()
-        .find(|node| ip.as_ref().is_some_and(|ip| node.addresses.contains(ip)))
-        .or_else(|| nodes.iter().find(|node| node.name == machine.metadata.name))
-}
-
 /// The machine an etcd member runs on: its peer URL names the machine's
 /// IP, or its hostname is the machine's id.
 pub(crate) fn machine_of<'a>(member: &EtcdMember, machines: &[&'a Machine]) -> Option<&'a Machine> {
     let hosts: Vec<String> = member.peer_urls.iter().map(|url| host_of(url)).collect();
     machines
         .iter()
-        .find(|machine| machine_ip(machine).is_some_and(|ip| hosts.contains(&ip)))
+        .find(|machine| machine.ip().is_some_and(|ip| hosts.contains(&ip)))
         .or_else(|| machines.iter().find(|machine| machine.metadata.name == member.hostname))
         .copied()
 }
@@ -266,18 +244,4 @@ fn health(status: &EtcdStatus, answers: &[Answer], control_planes: &[&Machine]) 
         false => format!("; {}", listed(&silent)),
     };
     Check::pass("Healthy", format!("{answering} of {total} members answer{leader}{quiet}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_of_addresses_and_urls() {
-        assert_eq!(host_of("10.0.0.1:50000"), "10.0.0.1");
-        assert_eq!(host_of("[fd00::1]:50000"), "fd00::1");
-        assert_eq!(host_of("https://10.0.0.2:2380"), "10.0.0.2");
-        assert_eq!(host_of("https://[fd00::2]:2380"), "fd00::2");
-        assert_eq!(host_of("10.0.0.3"), "10.0.0.3");
-    }
 }

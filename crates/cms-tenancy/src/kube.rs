@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use cms_model::Machine;
 
 use crate::error::TenancyError;
 
@@ -43,6 +44,15 @@ pub struct KubeNode {
     /// `status.allocatable`, likewise.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub allocatable: BTreeMap<String, String>,
+}
+
+/// The Node of `machine`: one that lists the machine's IP, or is named as it.
+pub fn node_of<'a>(machine: &Machine, nodes: &'a [KubeNode]) -> Option<&'a KubeNode> {
+    let ip = machine.ip();
+    nodes
+        .iter()
+        .find(|node| ip.as_ref().is_some_and(|ip| node.addresses.contains(ip)))
+        .or_else(|| nodes.iter().find(|node| node.name == machine.metadata.name))
 }
 
 /// One taint of a Node.

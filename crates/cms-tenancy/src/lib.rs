@@ -60,7 +60,7 @@ mod user_data_limits;
 
 #[cfg(any(test, feature = "testsuite"))]
 pub use crate::kube::MockKubeClient;
-pub use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode, KubeTaint, TenantKube};
+pub use crate::kube::{Drain, KubeClient, KubeError, KubeEvent, KubeNode, KubeTaint, TenantKube, node_of};
 pub use autoscaler_ca::{
     AUTOSCALER_CA_NAME, AUTOSCALER_CA_PURPOSE, AUTOSCALER_CA_SETTING, AUTOSCALER_CLOUD_CONFIG_KEY,
     AUTOSCALER_IDENTITY_TTL, AUTOSCALER_MOUNT_PATH, AUTOSCALER_ORGANIZATION_PREFIX, AUTOSCALER_SECRET_NAME,

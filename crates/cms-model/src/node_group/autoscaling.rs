@@ -43,7 +43,9 @@ pub fn machine_id(group: &str, index: u32) -> String {
 
 /// The index of machine `id` of `group`: `id` is `<group>-<index>`, the
 /// index decimal without leading zeros. `None` for any other id.
-fn index_of(group: &str, id: &str) -> Option<u32> {
+/// The index of machine `id` of group `group`: `<group>-<index>`, the
+/// index in decimal without leading zeros.
+pub fn machine_index(group: &str, id: &str) -> Option<u32> {
     let digits = id.strip_prefix(group)?.strip_prefix('-')?;
     let canonical = !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
@@ -72,7 +74,7 @@ impl NodeGroupSpec {
     /// id is not in `removed_machines`, ascending.
     pub fn indexes(&self) -> Vec<u32> {
         let removed: BTreeSet<u32> =
-            self.removed_machines.iter().filter_map(|id| index_of(&self.name, id)).collect();
+            self.removed_machines.iter().filter_map(|id| machine_index(&self.name, id)).collect();
         (0..=u32::MAX).filter(|index| !removed.contains(index)).take(self.count as usize).collect()
     }
 
@@ -99,7 +101,7 @@ impl NodeGroupSpec {
         }
         let mut removed = Vec::with_capacity(self.removed_machines.len());
         for (position, id) in self.removed_machines.iter().enumerate() {
-            let index = index_of(&self.name, id).ok_or_else(|| {
+            let index = machine_index(&self.name, id).ok_or_else(|| {
                 let message = format!(
                     "must be a machine id of this group: {:?} followed by a decimal index without \
                      leading zeros",
