@@ -38,6 +38,9 @@ pub struct SecretsBundle {
     os_ca: CertificateAuthority,
     #[serde(with = "crate::secret_serde")]
     service_account_key: SecretString,
+    /// The CA rotations under way (`rotation.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rotations: Vec<crate::rotation::CaRotation>,
 }
 
 impl fmt::Debug for SecretsBundle {
@@ -78,6 +81,7 @@ impl SecretsBundle {
             aggregator_ca: ca(KeyAlgorithm::EcdsaP256, None, Some("front-proxy"))?,
             os_ca: ca(KeyAlgorithm::Ed25519, Some("talos"), None)?,
             service_account_key: key.into_pem(),
+            rotations: Vec::new(),
         })
     }
 
@@ -129,6 +133,22 @@ impl SecretsBundle {
     /// The Talos OS CA that signs apid and client certificates: Ed25519, O=talos.
     pub fn os_ca(&self) -> &CertificateAuthority {
         &self.os_ca
+    }
+
+    pub(crate) fn rotations(&self) -> &[crate::rotation::CaRotation] {
+        &self.rotations
+    }
+
+    pub(crate) fn rotations_mut(&mut self) -> &mut Vec<crate::rotation::CaRotation> {
+        &mut self.rotations
+    }
+
+    /// The CA of `authority`, to replace at the end of its rotation.
+    pub(crate) fn current_mut(&mut self, authority: crate::rotation::Authority) -> &mut CertificateAuthority {
+        match authority {
+            crate::rotation::Authority::Os => &mut self.os_ca,
+            crate::rotation::Authority::Kubernetes => &mut self.kubernetes_ca,
+        }
     }
 
     /// The earliest expiry (Unix seconds) among the bundle's CAs.

@@ -20,6 +20,7 @@ mod keys;
 mod patch;
 mod random;
 mod render;
+mod rotation;
 mod seal;
 mod sealed_bundle;
 mod secret_serde;
@@ -38,6 +39,7 @@ pub use render::{
     KUBERNETES_API_PORT, RenderInput, VIEWERS_GROUP, VIEWERS_MANIFEST_NAME, config_yaml,
     control_plane_endpoint, endpoint_host, render, render_documents,
 };
+pub use rotation::{Authority, CaRotation, ConfigCas, RotationPhase};
 pub use seal::{Sealer, SealingKey};
 pub use sealed_bundle::BUNDLE_PURPOSE;
 pub use version::{MAX_TALOS_MINOR, MIN_TALOS_MINOR, TalosVersion};
