@@ -62,6 +62,18 @@ pub struct CaRotation {
     pub(crate) incoming: CertificateAuthority,
 }
 
+impl CaRotation {
+    /// The CA that comes.
+    pub fn incoming(&self) -> &CertificateAuthority {
+        &self.incoming
+    }
+
+    /// The phase reached.
+    pub fn phase(&self) -> RotationPhase {
+        self.phase
+    }
+}
+
 /// The CAs of one authority a node's config carries: the CA it serves and
 /// issues from (with its key on control planes), and those it accepts
 /// besides.

@@ -27,11 +27,11 @@ fn machine(context: &Context<'_>) -> Value {
     let mut machine = Map::new();
     machine.insert("type".into(), json!(context.role()));
     machine.insert("token".into(), json!(bundle.trustd_token().expose_secret()));
-    let mut ca = json!({"crt": b64(bundle.os_ca().cert_pem())});
-    if context.control_plane {
-        ca["key"] = json!(b64(bundle.os_ca().key_pem().expose_secret()));
-    }
+    let (ca, accepted) = super::os_cas(bundle, context.control_plane);
     machine.insert("ca".into(), ca);
+    if let Some(accepted) = accepted {
+        machine.insert("acceptedCAs".into(), accepted);
+    }
     machine.insert("certSANs".into(), json!(context.machine_cert_sans));
     machine.insert(
         "kubelet".into(),
@@ -95,8 +95,14 @@ fn cluster(context: &Context<'_>) -> Value {
         "discovery".into(),
         json!({"enabled": true, "registries": {"kubernetes": {"disabled": true}, "service": {}}}),
     );
+    let kubernetes = bundle.config_cas(crate::rotation::Authority::Kubernetes);
+    if !kubernetes.accepted.is_empty() {
+        let accepted: Vec<Value> =
+            kubernetes.accepted.iter().map(|ca| json!({"crt": b64(ca.cert_pem())})).collect();
+        cluster.insert("acceptedCAs".into(), json!(accepted));
+    }
     if !context.control_plane {
-        cluster.insert("ca".into(), json!({"crt": b64(bundle.kubernetes_ca().cert_pem())}));
+        cluster.insert("ca".into(), json!({"crt": b64(kubernetes.ca.cert_pem())}));
         return Value::Object(cluster);
     }
     let pair = |ca: &crate::CertificateAuthority| json!({"crt": b64(ca.cert_pem()), "key": b64(ca.key_pem().expose_secret())});
@@ -104,7 +110,7 @@ fn cluster(context: &Context<'_>) -> Value {
         "secretboxEncryptionSecret".into(),
         json!(bundle.secretbox_encryption_secret().expose_secret()),
     );
-    cluster.insert("ca".into(), pair(bundle.kubernetes_ca()));
+    cluster.insert("ca".into(), pair(kubernetes.ca));
     cluster.insert("aggregatorCA".into(), pair(bundle.aggregator_ca()));
     cluster
         .insert("serviceAccount".into(), json!({"key": b64(bundle.service_account_key().expose_secret())}));

@@ -85,6 +85,22 @@ pub struct RenderInput<'a> {
     pub patches: Vec<ResolvedPatch>,
 }
 
+/// The OS CA a config carries (`machine.ca`, with its key on a control
+/// plane) and, while a rotation has them, the CAs it accepts besides
+/// (`machine.acceptedCAs`), in the rotation's phase.
+fn os_cas(bundle: &SecretsBundle, control_plane: bool) -> (Value, Option<Value>) {
+    use secrecy::ExposeSecret;
+    let b64 = |text: &str| base64::engine::Engine::encode(&base64::engine::general_purpose::STANDARD, text);
+    let cas = bundle.config_cas(crate::rotation::Authority::Os);
+    let mut ca = serde_json::json!({"crt": b64(cas.ca.cert_pem())});
+    if control_plane {
+        ca["key"] = serde_json::json!(b64(cas.ca.key_pem().expose_secret()));
+    }
+    let accepted: Vec<Value> =
+        cas.accepted.iter().map(|ca| serde_json::json!({"crt": b64(ca.cert_pem())})).collect();
+    (ca, (!accepted.is_empty()).then_some(Value::Array(accepted)))
+}
+
 /// Renders the machine config as YAML (several documents from Talos 1.14 on).
 pub fn render(input: &RenderInput<'_>) -> Result<String> {
     config_yaml(&render_documents(input)?)

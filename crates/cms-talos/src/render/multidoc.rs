@@ -64,16 +64,15 @@ pub(super) fn documents(context: &Context<'_>) -> Vec<Value> {
 
 fn v1alpha1(context: &Context<'_>) -> Value {
     let bundle = context.bundle;
-    let mut ca = json!({"crt": b64(bundle.os_ca().cert_pem())});
+    let (ca, accepted) = super::os_cas(bundle, context.control_plane);
     let mut cluster = json!({"token": bundle.bootstrap_token().expose_secret()});
     if context.control_plane {
-        ca["key"] = json!(b64(bundle.os_ca().key_pem().expose_secret()));
         cluster["etcd"] = json!({"ca": {
             "crt": b64(bundle.etcd_ca().cert_pem()),
             "key": b64(bundle.etcd_ca().key_pem().expose_secret()),
         }});
     }
-    json!({
+    let mut config = json!({
         "version": "v1alpha1",
         "debug": false,
         "machine": {
@@ -84,18 +83,26 @@ fn v1alpha1(context: &Context<'_>) -> Value {
             "features": {"diskQuotaSupport": true},
         },
         "cluster": cluster,
-    })
+    });
+    if let Some(accepted) = accepted {
+        config["machine"]["acceptedCAs"] = accepted;
+    }
+    config
 }
 
 fn kubernetes_ca(context: &Context<'_>) -> Value {
-    let ca = context.bundle.kubernetes_ca();
+    let cas = context.bundle.config_cas(crate::rotation::Authority::Kubernetes);
+    let (ca, accepted) = (cas.ca, cas.accepted.iter().map(|ca| ca.cert_pem()));
     if context.control_plane {
-        typed(
-            "KubeAPIServerCAConfig",
-            json!({"issuingCA": {"cert": ca.cert_pem(), "key": ca.key_pem().expose_secret()}}),
-        )
+        let mut config = json!({"issuingCA": {"cert": ca.cert_pem(), "key": ca.key_pem().expose_secret()}});
+        let accepted: Vec<&str> = accepted.collect();
+        if !accepted.is_empty() {
+            config["acceptedCAs"] = json!(accepted);
+        }
+        typed("KubeAPIServerCAConfig", config)
     } else {
-        typed("KubeAPIServerCAConfig", json!({"acceptedCAs": [ca.cert_pem()]}))
+        let every: Vec<&str> = std::iter::once(ca.cert_pem()).chain(accepted).collect();
+        typed("KubeAPIServerCAConfig", json!({"acceptedCAs": every}))
     }
 }
 

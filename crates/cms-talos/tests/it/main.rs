@@ -10,6 +10,7 @@ mod clients;
 mod kubectl;
 mod patches;
 mod render;
+mod rotation;
 mod schema;
 mod snapshots;
 mod x509;
