@@ -42,7 +42,9 @@ impl NodeCredentials {
         ttl: Duration,
     ) -> Result<NodeCredentials, NodeApiError> {
         let cert = talos_client_cert(bundle, role, ttl).map_err(NodeApiError::Certificate)?;
-        NodeCredentials::from_pem(bundle.os_ca().cert_pem(), &cert.cert_pem, &cert.key_pem)
+        // Both CAs while a rotation has nodes serve from either.
+        let trusted = cms_talos::trusted_pem(bundle, cms_talos::Authority::Os);
+        NodeCredentials::from_pem(&trusted, &cert.cert_pem, &cert.key_pem)
     }
 
     /// mTLS with PEM texts: the CA that signs the nodes' certificates, and

@@ -18,6 +18,7 @@ use crate::bundle::SecretsBundle;
 use crate::certs::{IssuedCertificate, issue_client_cert};
 use crate::error::{Result, TalosError};
 use crate::render::VIEWERS_GROUP;
+use crate::rotation::Authority;
 use crate::yaml;
 
 /// The Kubernetes user name (the certificate's CN) and group (its O) of a role.
@@ -88,7 +89,7 @@ pub fn kubeconfig_for(
     let user = identity.name.unwrap_or(role_user);
     let mut groups = vec![group];
     groups.extend(identity.groups.iter().map(String::as_str));
-    let cert = issue_client_cert(bundle.kubernetes_ca(), Some(user), &groups, ttl)?;
+    let cert = issue_client_cert(bundle.issuer(Authority::Kubernetes), Some(user), &groups, ttl)?;
     let context = format!("{user}@{cluster_name}");
     yaml::to_yaml(&json!({
         "apiVersion": "v1",
@@ -97,7 +98,7 @@ pub fn kubeconfig_for(
             "name": cluster_name,
             "cluster": {
                 "server": server_endpoint,
-                "certificate-authority-data": b64(bundle.kubernetes_ca().cert_pem()),
+                "certificate-authority-data": b64(&trusted_pem(bundle, Authority::Kubernetes)),
             },
         }],
         "users": [{
@@ -119,7 +120,13 @@ pub fn kubeconfig_for(
 /// A client certificate for the Talos API (apid): signed by the OS CA, no CN,
 /// the role's Talos role in O, ClientAuth, an Ed25519 key.
 pub fn talos_client_cert(bundle: &SecretsBundle, role: UserRole, ttl: Duration) -> Result<IssuedCertificate> {
-    issue_client_cert(bundle.os_ca(), None, &[talos_role(role)], ttl)
+    issue_client_cert(bundle.issuer(Authority::Os), None, &[talos_role(role)], ttl)
+}
+
+/// The CAs of `authority` a client trusts, one PEM text: both while a
+/// rotation has nodes serve from either.
+pub fn trusted_pem(bundle: &SecretsBundle, authority: Authority) -> String {
+    bundle.trusted(authority).iter().map(|ca| ca.cert_pem()).collect()
 }
 
 /// A talosconfig with one context named `context` for `role`.
@@ -141,7 +148,7 @@ pub fn talosconfig(
             context: {
                 "endpoints": endpoints,
                 "nodes": nodes,
-                "ca": b64(bundle.os_ca().cert_pem()),
+                "ca": b64(&trusted_pem(bundle, Authority::Os)),
                 "crt": b64(&cert.cert_pem),
                 "key": b64(cert.key_pem.expose_secret()),
             },

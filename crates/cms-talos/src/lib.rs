@@ -30,7 +30,8 @@ mod yaml;
 pub use bundle::SecretsBundle;
 pub use certs::{CertificateAuthority, IssuedCertificate, issue_client_cert, issue_server_cert};
 pub use clients::{
-    KubeIdentity, kubeconfig, kubeconfig_for, kubernetes_identity, talos_client_cert, talos_role, talosconfig,
+    KubeIdentity, kubeconfig, kubeconfig_for, kubernetes_identity, talos_client_cert, talos_role,
+    talosconfig, trusted_pem,
 };
 pub use error::{Result, TalosError};
 pub use keys::{EC_LABEL, ED25519_LABEL, KeyAlgorithm, RSA_LABEL, ServiceAccountKey};

@@ -119,3 +119,49 @@ fn every_phase_puts_its_cas_where_talos_reads_them_and_validates() {
     assert_eq!(phases, 5);
     assert_eq!(bundle.os_ca().cert_pem(), new_os);
 }
+
+#[test]
+fn clients_trust_both_cas_during_a_rotation_and_take_certificates_from_the_issuer_of_the_moment() {
+    use cms_model::UserRole;
+    let mut bundle: SecretsBundle = crate::bundle().clone();
+    let old = bundle.os_ca().cert_pem().to_string();
+    bundle.begin_rotation(Authority::Os).unwrap();
+    let new = bundle.rotation(Authority::Os).unwrap().incoming().cert_pem().to_string();
+    let decode = |text: &str| {
+        String::from_utf8(base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text).unwrap())
+            .unwrap()
+    };
+    let mut seen = Vec::new();
+    while let Some(phase) = bundle.rotation_phase(Authority::Os) {
+        let config: Value = serde_saphyr::from_str(
+            &cms_talos::talosconfig(
+                &bundle,
+                "demo",
+                &[],
+                &[],
+                UserRole::Admin,
+                std::time::Duration::from_secs(60),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let context = &config["contexts"]["demo"];
+        let trusted = decode(context["ca"].as_str().unwrap());
+        let cert = decode(context["crt"].as_str().unwrap());
+        let from_new = crate::x509::signed_by(&cert, &new);
+        assert_eq!(from_new, !crate::x509::signed_by(&cert, &old), "{phase:?}: from one CA or the other");
+        seen.push((phase, trusted.contains(&old), trusted.contains(&new), from_new));
+        bundle.advance_rotation(Authority::Os).unwrap();
+    }
+    use RotationPhase::*;
+    assert_eq!(
+        seen,
+        [
+            (Generated, true, false, false),
+            (Accepting, true, true, false),
+            (Switched, true, true, true),
+            (Swapping, true, true, true),
+            (Dropping, true, true, true),
+        ]
+    );
+}
