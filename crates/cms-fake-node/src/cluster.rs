@@ -22,6 +22,9 @@ use crate::proto::machine::{
 };
 use tonic::Status;
 
+use cms_talos::CertificateAuthority;
+use secrecy::SecretString;
+
 use crate::config::MachineConfig;
 use crate::identity::Serving;
 use crate::kube::FakeKube;
@@ -59,6 +62,14 @@ impl Shared {
         }
         if let Some(kube) = self.kube() {
             self.register(&kube, hostname, control_plane);
+            // A control plane's API server restarts with its config's CAs.
+            let cas = parsed.as_ref().filter(|_| control_plane).and_then(MachineConfig::kubernetes_cas);
+            if let Some(cas) = cas {
+                let issuing = CertificateAuthority::from_pem(cas.cert_pem, SecretString::from(cas.key_pem));
+                if let Ok(issuing) = issuing {
+                    let _ = kube.trust(&issuing, &cas.accepted);
+                }
+            }
         }
     }
 

@@ -107,6 +107,41 @@ impl MachineConfig {
     }
 }
 
+/// The Kubernetes CAs a control plane's config names: the issuing one
+/// (with its key) and those accepted besides, PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KubeCas {
+    pub(crate) cert_pem: String,
+    pub(crate) key_pem: String,
+    pub(crate) accepted: Vec<String>,
+}
+
+impl MachineConfig {
+    /// `cluster.ca` and `cluster.acceptedCAs` (up to Talos 1.13), or the
+    /// `KubeAPIServerCAConfig` document's `issuingCA` and `acceptedCAs`
+    /// (from 1.14), when the config carries the issuing key: a control
+    /// plane's.
+    pub(crate) fn kubernetes_cas(&self) -> Option<KubeCas> {
+        if let Some(document) = self.typed("KubeAPIServerCAConfig") {
+            let cert_pem = document["issuingCA"]["cert"].as_str()?.to_string();
+            let key_pem = document["issuingCA"]["key"].as_str()?.to_string();
+            let accepted = match document["acceptedCAs"].as_array() {
+                Some(cas) => cas.iter().filter_map(|ca| ca.as_str().map(str::to_string)).collect(),
+                None => Vec::new(),
+            };
+            return Some(KubeCas { cert_pem, key_pem, accepted });
+        }
+        let cluster = &self.v1alpha1()?["cluster"];
+        let cert_pem = pem_field(&cluster["ca"]["crt"])?;
+        let key_pem = pem_field(&cluster["ca"]["key"])?;
+        let accepted = match cluster["acceptedCAs"].as_array() {
+            Some(cas) => cas.iter().filter_map(|ca| pem_field(&ca["crt"])).collect(),
+            None => Vec::new(),
+        };
+        Some(KubeCas { cert_pem, key_pem, accepted })
+    }
+}
+
 /// A certificate or key of the `v1alpha1` document: base64 of PEM text
 /// (PEM text as is is taken too).
 fn pem_field(value: &Value) -> Option<String> {
@@ -204,6 +239,42 @@ image: registry.k8s.io/kube-apiserver:v1.32.1
         let os_ca = MachineConfig::parse(&worker).unwrap().os_ca().unwrap();
         assert_eq!((os_ca.cert_pem.as_deref(), os_ca.key_pem), (Some(cert), None));
         assert_eq!(MachineConfig::parse(LEGACY).unwrap().os_ca(), None);
+    }
+
+    #[test]
+    fn a_control_planes_kubernetes_cas_are_read_in_both_forms() {
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        let (cert, key, other) = (
+            "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+            "-----BEGIN EC PRIVATE KEY-----\nAA==\n-----END EC PRIVATE KEY-----\n",
+            "-----BEGIN CERTIFICATE-----\nAQ==\n-----END CERTIFICATE-----\n",
+        );
+        let legacy = format!(
+            "version: v1alpha1\nmachine:\n  type: controlplane\ncluster:\n  ca:\n    crt: {}\n    key: {}\n  acceptedCAs:\n  - crt: {}\n",
+            b64(cert),
+            b64(key),
+            b64(other)
+        );
+        let cas = MachineConfig::parse(&legacy).unwrap().kubernetes_cas().unwrap();
+        assert_eq!(
+            (cas.cert_pem.as_str(), cas.key_pem.as_str(), cas.accepted),
+            (cert, key, vec![other.to_string()])
+        );
+        let multidoc = format!(
+            "version: v1alpha1\nmachine:\n  type: controlplane\n---\napiVersion: v1alpha1\nkind: KubeAPIServerCAConfig\nissuingCA:\n  cert: {cert:?}\n  key: {key:?}\nacceptedCAs:\n- {other:?}\n"
+        );
+        let cas = MachineConfig::parse(&multidoc).unwrap().kubernetes_cas().unwrap();
+        assert_eq!(
+            (cas.cert_pem.as_str(), cas.key_pem.as_str(), cas.accepted),
+            (cert, key, vec![other.to_string()])
+        );
+        let worker =
+            format!("version: v1alpha1\nmachine:\n  type: worker\ncluster:\n  ca:\n    crt: {}\n", b64(cert));
+        assert_eq!(
+            MachineConfig::parse(&worker).unwrap().kubernetes_cas(),
+            None,
+            "a worker has no issuing key"
+        );
     }
 
     #[test]

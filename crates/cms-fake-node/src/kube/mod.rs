@@ -16,10 +16,11 @@ mod server;
 mod state;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::SystemTime;
 
 use cms_talos::CertificateAuthority;
+use rustls::server::ServerConfig;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
@@ -28,7 +29,7 @@ pub use state::{FakeKubeNode, FakePod, KubeRequest, PodKind};
 
 use crate::etcd::FakeEtcd;
 use crate::node::FakeNodeError;
-use crate::tls::server_config;
+use crate::tls::{Clients, issue, server_config, serving_config};
 use state::{NodeRecord, PodRecord, Store, pod_key};
 
 /// How a fake Kubernetes API starts.
@@ -70,10 +71,13 @@ pub struct FakeKube {
     inner: Arc<Inner>,
 }
 
-/// What the clones share: the state and the serving task.
+/// What the clones share: the state, the TLS of the moment and the
+/// serving task.
 #[derive(Debug)]
 struct Inner {
     store: Arc<Store>,
+    tls: Arc<RwLock<Arc<ServerConfig>>>,
+    sans: Vec<String>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -100,8 +104,26 @@ impl FakeKube {
         let addr =
             listener.local_addr().map_err(|source| FakeNodeError::Listen { addr: options.listen, source })?;
         let store = Arc::new(Store::new(options.etcd, addr));
-        let task = tokio::spawn(server::serve(listener, TlsAcceptor::from(config), store.clone()));
-        Ok(FakeKube { inner: Arc::new(Inner { store, task: Mutex::new(Some(task)) }) })
+        let tls = Arc::new(RwLock::new(config));
+        let current = tls.clone();
+        let acceptor =
+            move || TlsAcceptor::from(current.read().unwrap_or_else(PoisonError::into_inner).clone());
+        let task = tokio::spawn(server::serve(listener, acceptor, store.clone()));
+        Ok(FakeKube { inner: Arc::new(Inner { store, tls, sans, task: Mutex::new(Some(task)) }) })
+    }
+
+    /// Serves from `issuing` and takes client certificates from it and from
+    /// the CAs of `accepted` (PEM), as a control plane's API server does
+    /// once it runs a config naming them (`cluster.ca` and
+    /// `cluster.acceptedCAs`, or `KubeAPIServerCAConfig`). Connections made
+    /// before keep what they had.
+    pub fn trust(&self, issuing: &CertificateAuthority, accepted: &[String]) -> Result<(), FakeNodeError> {
+        let serving = issue(issuing, &self.inner.sans)?;
+        let mut clients = vec![issuing.cert_pem().to_string()];
+        clients.extend(accepted.iter().cloned());
+        let config = serving_config(&serving, issuing.cert_pem(), Clients::SignedBy(&clients), b"http/1.1")?;
+        *self.inner.tls.write().unwrap_or_else(PoisonError::into_inner) = config;
+        Ok(())
     }
 
     /// The bound address.

@@ -22,7 +22,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Accepts and serves connections until aborted; aborting it also ends the
 /// connections it serves. Failed handshakes (no client certificate, or one
 /// from another CA) are dropped.
-pub(crate) async fn serve(listener: TcpListener, acceptor: TlsAcceptor, store: Arc<Store>) {
+pub(crate) async fn serve(listener: TcpListener, acceptor: impl Fn() -> TlsAcceptor, store: Arc<Store>) {
     let mut connections = JoinSet::new();
     loop {
         let Ok((tcp, _peer)) = listener.accept().await else {
@@ -30,7 +30,7 @@ pub(crate) async fn serve(listener: TcpListener, acceptor: TlsAcceptor, store: A
             continue;
         };
         while connections.try_join_next().is_some() {}
-        let (acceptor, store) = (acceptor.clone(), store.clone());
+        let (acceptor, store) = (acceptor(), store.clone());
         connections.spawn(async move {
             let _ = tcp.set_nodelay(true);
             let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await else {

@@ -229,6 +229,34 @@ async fn nodes_are_listed_cordoned_and_deleted() {
 }
 
 #[tokio::test]
+async fn the_api_takes_the_cas_a_control_plane_config_names_as_a_rotation_moves_them() {
+    let bundle = bundle();
+    let kube = start(&bundle).await;
+    let (old, new) = (
+        bundle.kubernetes_ca().clone(),
+        cms_talos::SecretsBundle::generate("1.9.0").unwrap().kubernetes_ca().clone(),
+    );
+    let answers = |server: &CertificateAuthority, client: &CertificateAuthority| {
+        let (kube, config) = (&kube, tls(server, Some(client), "admin"));
+        async move { call(kube, config, "GET", "/api/v1/nodes", &[], "").await.map(|(status, _)| status) }
+    };
+    assert_eq!(answers(&old, &old).await, Ok(200));
+    assert!(answers(&old, &new).await.is_err(), "a client of another CA is refused");
+    // Accepting: serves from the old CA, takes clients of both.
+    kube.trust(&old, &[new.cert_pem().to_string()]).unwrap();
+    assert_eq!(answers(&old, &new).await, Ok(200));
+    assert_eq!(answers(&old, &old).await, Ok(200));
+    // Swapped: serves from the new CA; a client trusting the old one alone fails.
+    kube.trust(&new, &[old.cert_pem().to_string()]).unwrap();
+    assert!(answers(&old, &old).await.is_err(), "the server is the new CA's");
+    assert_eq!(answers(&new, &old).await, Ok(200));
+    // Dropped: the old CA's clients are refused.
+    kube.trust(&new, &[]).unwrap();
+    assert!(answers(&new, &old).await.is_err(), "the old CA's certificate no longer works");
+    assert_eq!(answers(&new, &new).await, Ok(200));
+}
+
+#[tokio::test]
 async fn a_provider_id_is_set_once_as_the_api_server_allows() {
     let bundle = bundle();
     let kube = start(&bundle).await;
