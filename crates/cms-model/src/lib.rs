@@ -83,8 +83,9 @@ pub use providers::{
 };
 pub use selector::{LabelSelector, MAX_REQUIREMENTS, MAX_SELECTOR_BYTES, SelectorError};
 pub use tenant::{
-    Condition, ConfigPatchRef, DEFAULT_POD_NETWORK, DEFAULT_SERVICE_NETWORK, EtcdMemberStatus, EtcdStatus,
-    Phase, RELEASE_STATE_LOCK_ANNOTATION, StateLock, Tenant, TenantSpec, TenantStatus,
+    CA_ROTATION_ANNOTATION, CaRotationStatus, Condition, ConfigPatchRef, DEFAULT_POD_NETWORK,
+    DEFAULT_SERVICE_NETWORK, EtcdMemberStatus, EtcdStatus, Phase, RELEASE_STATE_LOCK_ANNOTATION, StateLock,
+    Tenant, TenantSpec, TenantStatus,
 };
 pub use tool_run::{TOOL_OUTPUT_LIMIT, ToolCommand, ToolRun};
 pub use user::{

@@ -155,6 +155,33 @@ pub struct TenantStatus {
     /// replica that died with it stays visible until it is released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_lock: Option<StateLock>,
+    /// The rotation of the tenant's certificate authorities under way, or
+    /// the last one, done (`docs/ca-rotation.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_rotation: Option<CaRotationStatus>,
+}
+
+/// The tenant annotation by which an administrator's rotation of its CAs
+/// wakes the reconciler (`POST /tenants/{name}/rotate-ca`): when it was
+/// asked (RFC 3339). The sealed bundle holds the rotation itself.
+pub const CA_ROTATION_ANNOTATION: &str = "service.io/ca-rotation";
+
+/// Where a rotation of a tenant's CAs stands (`docs/ca-rotation.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CaRotationStatus {
+    /// The authorities rotated: `os` (the Talos API's CA) and or
+    /// `kubernetes`.
+    pub authorities: Vec<String>,
+    /// `generated`, `accepting`, `switched`, `swapping`, `dropping`, or
+    /// `done`.
+    pub phase: String,
+    /// When the phase began.
+    pub since: DateTime<Utc>,
+    /// What the phase waits for, when it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// The tenant annotation by which an administrator asks for its tool state

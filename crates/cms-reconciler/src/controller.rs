@@ -211,10 +211,11 @@ fn tenant_names(ctx: &Context) -> Vec<String> {
 }
 
 /// Turns store events into triggers: a tenant whose generation or deletion
-/// changed (its own status writes do not count), a machine whose deletion
+/// changed, whose rollout pause went or whose CA rotation was asked (its
+/// own status writes do not count), a machine whose deletion
 /// began (a replacement), and any config patch write. A broken watch is opened again.
 async fn watch(ctx: Arc<Context>, wake: mpsc::UnboundedSender<Wake>, shutdown: CancellationToken) {
-    let mut seen: HashMap<String, (u64, bool, bool)> = HashMap::new();
+    let mut seen: HashMap<String, (u64, bool, bool, Option<String>)> = HashMap::new();
     while !shutdown.is_cancelled() {
         let (Ok(tenants), Ok(machines), Ok(patches)) = (
             ctx.store.watch(Kind::Tenant, None).await,
@@ -240,12 +241,16 @@ async fn watch(ctx: Arc<Context>, wake: mpsc::UnboundedSender<Wake>, shutdown: C
                     continue;
                 }
                 Kind::Tenant => {
-                    // A paused rollout resumes when its annotation goes.
-                    let paused = object.parse::<cms_model::Tenant>().is_ok_and(|tenant| {
-                        tenant.metadata.annotations.contains_key(crate::PAUSED_ANNOTATION)
-                    });
-                    let now = (object.generation, object.deleting, paused);
-                    if seen.insert(object.key.name.clone(), now) == Some(now) {
+                    // A paused rollout resumes when its annotation goes; a
+                    // rotation of the CAs begins when its annotation comes.
+                    let tenant = object.parse::<cms_model::Tenant>().ok();
+                    let annotation = |name: &str| {
+                        tenant.as_ref().and_then(|tenant| tenant.metadata.annotations.get(name).cloned())
+                    };
+                    let paused = annotation(crate::PAUSED_ANNOTATION).is_some();
+                    let rotation = annotation(cms_model::CA_ROTATION_ANNOTATION);
+                    let now = (object.generation, object.deleting, paused, rotation);
+                    if seen.insert(object.key.name.clone(), now.clone()) == Some(now) {
                         continue;
                     }
                     object.key.name.clone()

@@ -24,6 +24,10 @@ pub enum ReconcileError {
         #[source]
         source: TenancyError,
     },
+    /// The tenant's sealed secrets could not be read or written (a
+    /// rotation of its CAs).
+    #[error("the tenant's secrets: {0}")]
+    Secrets(#[source] TenancyError),
     /// A stored object could not be read back.
     #[error("stored {what} is unreadable: {source}")]
     Corrupt {
@@ -40,7 +44,7 @@ impl ReconcileError {
     pub fn is_transient(&self) -> bool {
         match self {
             ReconcileError::Store(StoreError::Unavailable(_)) => true,
-            ReconcileError::Render { source, .. } => source.is_transient(),
+            ReconcileError::Render { source, .. } | ReconcileError::Secrets(source) => source.is_transient(),
             _ => false,
         }
     }

@@ -41,6 +41,8 @@
 //! a run holds it, and a gone holder's lock released past a bound or on request;
 //! `tool_runs.rs`, the tool's last output of each apply, plan and destroy kept in
 //! the store for support bundles ([`record_tool_run`]);
+//! `ca_rotation.rs`, a rotation of the tenant's CAs carried on phase by
+//! phase, once every machine runs its phase's config (`docs/ca-rotation.md`);
 //! `drift.rs`, drift detection: each tenant planned on its own interval
 //! (`drift/schedule.rs`, bounded at once and per interval), the `Drifted`
 //! condition, and an apply in `correct` mode;
@@ -51,6 +53,7 @@
 mod action;
 mod blocker;
 mod bootstrap;
+mod ca_rotation;
 mod cluster;
 mod controller;
 mod drift;
@@ -74,6 +77,7 @@ mod view;
 pub use action::{Action, Backoff};
 pub use blocker::{CONDITION_LIMIT, MACHINE_MESSAGE_LIMIT, MESSAGE_LIMIT, NAMED, TOOL_OUTPUT_LIMIT};
 pub use bootstrap::{BOOTSTRAP_NODE_ANNOTATION, BOOTSTRAPPED_ANNOTATION};
+pub use ca_rotation::CA_ROTATION;
 pub use controller::{ControllerOptions, run};
 pub use drift::{DRIFTED, DriftOptions, JITTER, SCHEDULER_LEASE, Trigger};
 pub use error::ReconcileError;

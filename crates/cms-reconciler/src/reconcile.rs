@@ -19,11 +19,12 @@ use std::time::Duration;
 use chrono::Utc;
 use cms_model::{Machine, Phase, Role, Tenant};
 use cms_store::{FINALIZER_MACHINES, FINALIZER_SECRETS, Key, Leases, Store};
-use cms_tenancy::{KubeClient, MADE_ENDPOINT_ANNOTATION, MachineConfigs, NodeClient};
+use cms_tenancy::{CaRotations, KubeClient, MADE_ENDPOINT_ANNOTATION, MachineConfigs, NodeClient};
 use cms_tofu::{Network, Tofu, WorkspacePlan, endpoint_address, project};
 
 use crate::blocker::{self, Pass, listed};
 use crate::bootstrap::{self, BOOTSTRAPPED_ANNOTATION, Bootstrap};
+use crate::ca_rotation::{self, Step};
 use crate::cluster::{self, Check, Observed};
 use crate::leaving;
 use crate::machines::{self, newest_first, planned};
@@ -97,6 +98,9 @@ pub struct Context {
     /// Seeing and releasing the tool's state locks (`state_lock.rs`);
     /// `None` records none.
     pub state_lock: Option<StateLockOptions>,
+    /// The rotations of tenants' CAs (`ca_rotation.rs`); `None` carries
+    /// none on.
+    pub rotations: Option<Arc<dyn CaRotations>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -195,7 +199,11 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     // procedures (Talos upgrades, reboots for configs, Kubernetes
     // upgrades); etcd's bootstrap; then what etcd and Kubernetes say of
     // the cluster.
-    let settled = settle(tenant, &plan, &mut view, &kubernetes, ctx).await?;
+    // A rotation of the CAs is read before the configs are rendered, and
+    // moves on once every machine runs its phase's config.
+    let rotation = ca_rotation::read(name, ctx).await?;
+    let settled = settle(tenant, &plan, &mut view, (&kubernetes, rotation.is_some()), ctx).await?;
+    let rotated = ca_rotation::advance(name, rotation, &settled, ctx).await?;
     let procedures = rollout::procedures(tenant, &kubernetes, ctx);
     let steps = (procedures.as_slice(), leaving.settled());
     let rollout = rollout::advance(tenant, generation, &plan, &mut view, steps, ctx).await?;
@@ -231,7 +239,7 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         leaving: &leaving,
     };
     let message = (!ready).then(|| blocker::headline(&pass));
-    let changing = rollout != Rollout::Idle || !leaving.settled();
+    let changing = rollout != Rollout::Idle || !leaving.settled() || rotated.under_way();
     let machine_count = plan.machines.len();
     status::update(store, name, |status| {
         status.ready = ready;
@@ -262,11 +270,15 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         set_check(status, MACHINES_READY, &readiness.machines);
         connected_status(status, &settled.off);
         rollout_status(status, &rollout);
+        ca_rotation::write_status(status, &rotated);
     })
     .await?;
     let next = match rollout {
+        // The next phase begins at once.
+        _ if matches!(rotated, Step::Moved { to: Some(_), .. }) => Duration::ZERO,
         _ if replacing_next.is_some() => LEAVE_POLL,
         Rollout::Progress { .. } => UPGRADE_POLL,
+        _ if rotated.under_way() => LEAVE_POLL,
         _ if !leaving.settled() => LEAVE_POLL,
         _ if ready => ctx.resync,
         _ => NODE_RETRY,

@@ -93,6 +93,9 @@ pub(crate) struct Settled {
     pub(crate) problems: BTreeMap<String, Problem>,
     /// The machines that stopped answering.
     pub(crate) off: Vec<String>,
+    /// The machines that do not run the config rendered for them in this
+    /// pass (a rolling step's machines among them), by name.
+    pub(crate) behind: Vec<String>,
 }
 
 impl Settled {
@@ -128,13 +131,14 @@ impl Problem {
 }
 
 /// Configures and checks the tenant's machines. Configs go to control
-/// planes one at a time, then to the workers at once; then every machine
-/// is asked for its version at once.
+/// planes one at a time, then to the workers at once (`one_by_one`: one at
+/// a time too, as a rotation of the CAs goes); then every machine is asked
+/// for its version at once.
 pub(crate) async fn settle(
     tenant: &Tenant,
     plan: &WorkspacePlan,
     view: &mut View,
-    kubernetes: &KubernetesRollout,
+    (kubernetes, one_by_one): (&KubernetesRollout, bool),
     ctx: &Context,
 ) -> Result<Settled, ReconcileError> {
     let name = tenant.metadata.name.as_str();
@@ -169,7 +173,24 @@ pub(crate) async fn settle(
         .iter()
         .map(|(machine, plan)| configure(name, machine, plan, config_of(machine, plan), ctx))
         .collect();
-    configured.extend(stream::iter(workers).buffered(AT_ONCE).collect::<Vec<_>>().await);
+    let at_once = if one_by_one { 1 } else { AT_ONCE };
+    configured.extend(stream::iter(workers).buffered(at_once).collect::<Vec<_>>().await);
+    // Who does not run its config now: a rolling step's machines, and
+    // those whose config did not go through.
+    let mut behind: Vec<String> = view
+        .live()
+        .filter(|machine| rollout::in_flight(machine) && planned(plan, &machine.metadata.name).is_some())
+        .map(|machine| machine.metadata.name.clone())
+        .collect();
+    for (outcome, (machine, plan)) in configured.iter().zip(&live) {
+        let runs = match config_of(machine, plan) {
+            Some(Ok(yaml)) => outcome.annotations.get(CONFIG_HASH_ANNOTATION) == Some(&fingerprint(yaml)),
+            _ => false,
+        };
+        if !runs || outcome.unrecognized.is_some() {
+            behind.push(machine.metadata.name.clone());
+        }
+    }
     // Then every machine answers, or not.
     let paused = tenant.metadata.annotations.contains_key(rollout::PAUSED_ANNOTATION);
     let checks = configured.into_iter().zip(&live).map(|(mut outcome, (machine, plan))| {
@@ -180,7 +201,8 @@ pub(crate) async fn settle(
         check(name, machine, plan, outcome, paused, ctx)
     });
     let checks: Vec<_> = checks.collect();
-    let mut settled = Settled::default();
+    behind.sort();
+    let mut settled = Settled { behind, ..Settled::default() };
     for outcome in stream::iter(checks).buffered(AT_ONCE).collect::<Vec<_>>().await {
         let (written, problem, off) = outcome?;
         let id = written.as_ref().map(|machine| machine.metadata.name.clone());

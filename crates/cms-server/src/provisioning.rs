@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cms_reconciler::{Backoff, Context, ControllerOptions, DriftOptions, LeaseOptions, StateLockOptions};
-use cms_store::{Audit, Leases, StateLocks, Store};
+use cms_store::{Audit, Leases, Sealed, StateLocks, Store};
 use cms_tenancy::{
-    SealedCredentials, Secrets, StoreMachineConfigs, Tenancy, TenantKube, TenantNodeClient, talos_node_api,
+    SealedCredentials, SealedRotations, Secrets, StoreMachineConfigs, Tenancy, TenantKube, TenantNodeClient,
+    talos_node_api,
 };
 use cms_tofu::{Credentials, ProcessRunner, StateBackend, Tofu, TofuOptions};
 use secrecy::SecretString;
@@ -38,7 +39,12 @@ impl Provisioning {
         settings: &Settings,
         state_key: Option<SecretString>,
         store: Arc<dyn Store>,
-        (leases, locks, audit): (Arc<dyn Leases>, Arc<dyn StateLocks>, Arc<dyn Audit>),
+        (leases, locks, audit, sealed): (
+            Arc<dyn Leases>,
+            Arc<dyn StateLocks>,
+            Arc<dyn Audit>,
+            Arc<dyn Sealed>,
+        ),
         secrets: Arc<Secrets>,
     ) -> Provisioning {
         let holder = cms_store::replica_id().to_string();
@@ -65,6 +71,7 @@ impl Provisioning {
         let configs = Arc::new(StoreMachineConfigs::new(store.clone(), secrets.clone()));
         let tenancy = Arc::new(Tenancy::new(store.clone(), secrets.clone()));
         let kube = Arc::new(TenantKube::new(tenancy, KUBE_API_TIMEOUT));
+        let rotations = Arc::new(SealedRotations::new(store.clone(), sealed, secrets.clone()));
         let credentials = Arc::new(SealedCredentials::new(store.clone(), secrets));
         let nodes = Arc::new(TenantNodeClient::new(talos_node_api(NODE_API_TIMEOUT), credentials));
         let ctx = Arc::new(Context {
@@ -93,6 +100,7 @@ impl Provisioning {
                 holder,
                 stale_after: settings.state_lock_stale_after.unwrap_or(settings.lease_ttl * 3),
             }),
+            rotations: Some(rotations),
         });
         let drift = DriftOptions {
             interval: settings.drift_interval,

@@ -101,12 +101,13 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         true => {
             let state_key = crate::tool_state::prepare(&settings, store.as_ref()).await?;
             {
-                let (leases, locks, audit) = (store.clone(), store.clone(), store.clone());
+                let (leases, locks, audit, sealed) =
+                    (store.clone(), store.clone(), store.clone(), store.clone());
                 Some(Provisioning::start(
                     &settings,
                     state_key,
                     store.clone(),
-                    (leases, locks, audit),
+                    (leases, locks, audit, sealed),
                     secrets.clone(),
                 ))
             }

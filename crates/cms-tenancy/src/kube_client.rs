@@ -38,8 +38,23 @@ const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 pub struct TenantKube {
     tenancy: Arc<Tenancy>,
     timeout: Duration,
-    /// Each tenant's client, and when it was made.
-    clients: Mutex<HashMap<String, (Instant, Client)>>,
+    /// Each tenant's client.
+    clients: Mutex<HashMap<String, Cached>>,
+}
+
+/// A tenant's client, when it was made, and from which sealed secrets.
+struct Cached {
+    made: Instant,
+    made_from: Option<u64>,
+    client: Client,
+}
+
+/// A fingerprint of sealed secrets, to tell a change.
+fn fingerprint(sealed: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    sealed.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl fmt::Debug for TenantKube {
@@ -59,20 +74,32 @@ impl TenantKube {
         TenantKube { tenancy, timeout, clients: Mutex::default() }
     }
 
-    /// The tenant's client: the cached one while it is young enough, else a new one.
+    /// The tenant's client: the cached one while it is young enough and
+    /// the tenant's sealed secrets are those it was made from (a rotation
+    /// of its CAs moved on otherwise), else a new one.
     async fn client(&self, tenant: &str) -> Result<Client, KubeError> {
-        if let Some(client) = self.cached(tenant) {
+        let sealed = self
+            .tenancy
+            .store()
+            .secrets(tenant.to_string())
+            .await
+            .map_err(|err| KubeError::Client(err.into()))?;
+        let made_from = sealed.as_deref().map(fingerprint);
+        if let Some(client) = self.cached(tenant, made_from) {
             return Ok(client);
         }
         let client = self.connect(tenant).await?;
-        self.lock().insert(tenant.to_string(), (Instant::now(), client.clone()));
+        self.lock()
+            .insert(tenant.to_string(), Cached { made: Instant::now(), made_from, client: client.clone() });
         Ok(client)
     }
 
-    fn cached(&self, tenant: &str) -> Option<Client> {
+    fn cached(&self, tenant: &str, made_from: Option<u64>) -> Option<Client> {
         let mut clients = self.lock();
         match clients.get(tenant) {
-            Some((made, client)) if made.elapsed() < CERT_TTL / 2 => Some(client.clone()),
+            Some(cached) if cached.made.elapsed() < CERT_TTL / 2 && cached.made_from == made_from => {
+                Some(cached.client.clone())
+            }
             Some(_) => {
                 clients.remove(tenant);
                 None
@@ -81,7 +108,7 @@ impl TenantKube {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Client)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
         self.clients.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -30,7 +30,9 @@
 //!   ([`TenantNodeClient`]: the reconciler's node API calls),
 //!   [`KubeClient`] ([`TenantKube`]: the reconciler's Kubernetes API calls,
 //!   on `kube` with a short-lived admin certificate) and
-//!   [`TenantCredentials`] ([`SealedCredentials`]: the prober's).
+//!   [`TenantCredentials`] ([`SealedCredentials`]: the prober's) and
+//!   [`CaRotations`] ([`SealedRotations`]: the rotation of a tenant's CAs,
+//!   begun by the API and carried on by the reconciler, `ca_rotation.rs`).
 //!
 //! Failures are one typed [`TenancyError`]; the API maps it to statuses in
 //! one place, and [`TenancyError::is_transient`] tells the reconciler what
@@ -41,6 +43,7 @@
 //! nothing here writes it.
 
 mod autoscaler_ca;
+mod ca_rotation;
 mod control_plane;
 mod credentials;
 mod documents;
@@ -67,7 +70,11 @@ pub use autoscaler_ca::{
     AUTOSCALER_SECRET_NAMESPACE, autoscaler_ca, autoscaler_cloud_config, autoscaler_organization,
     autoscaler_secret_yaml, issue_autoscaler_identity,
 };
+#[cfg(any(test, feature = "testsuite"))]
+pub use ca_rotation::MockCaRotations;
+pub use ca_rotation::{CaRotations, Rotation, SealedRotations, authority_name, phase_name, rotation_of};
 pub use cms_nodeapi::{EtcdMember, EtcdMemberStatus, LogsRequest, ServiceInfo, UploadStream};
+pub use cms_talos::{Authority, RotationPhase};
 pub use control_plane::{MADE_ENDPOINT_ANNOTATION, set_endpoint};
 #[cfg(any(test, feature = "testsuite"))]
 pub use credentials::MockTenantCredentials;

@@ -115,6 +115,7 @@ pub(crate) async fn measure(
         resync: Duration::from_secs(3600),
         leases: None,
         state_lock: None,
+        rotations: None,
     });
 
     let started = Instant::now();

@@ -393,6 +393,7 @@ fn context(store: Arc<SqlStore>, tofu: Arc<Tofu>, leases: Option<LeaseOptions>) 
         resync: Duration::from_secs(60),
         leases,
         state_lock: None,
+        rotations: None,
     })
 }
 

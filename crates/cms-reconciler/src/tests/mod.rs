@@ -150,6 +150,7 @@ async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfig
         resync: Duration::from_secs(60),
         leases: None,
         state_lock: None,
+        rotations: None,
     };
     Fixture { _dir: dir, store, engine, etcd, kube, ctx }
 }
