@@ -379,7 +379,14 @@ impl FakeNode {
     /// they wait as if still on the network, and one whose caller goes
     /// away meanwhile never reaches the node, nor its record.
     pub fn hold(&self, method: Option<Method>) {
-        *self.shared.hold.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = method;
+        *self.shared.hold.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            method.map(|method| (method, 0));
+    }
+
+    /// Lets `passing` more calls of `method` through, then holds the
+    /// next ones as [`FakeNode::hold`] does.
+    pub fn hold_after(&self, method: Method, passing: usize) {
+        *self.shared.hold.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((method, passing));
     }
 
     /// How many calls are held now.

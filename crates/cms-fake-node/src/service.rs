@@ -169,7 +169,7 @@ pub(crate) struct Shared {
     /// Calls of this method wait before they arrive, as if still on the
     /// network, until it is released; a caller that goes away meanwhile
     /// never reaches the node.
-    pub(crate) hold: Mutex<Option<Method>>,
+    pub(crate) hold: Mutex<Option<(Method, usize)>>,
     /// How many calls are held now.
     pub(crate) held: std::sync::atomic::AtomicUsize,
     /// The SHA-256 (hex) of the last snapshot uploaded whole with
@@ -249,9 +249,18 @@ impl Drop for Held<'_> {
 
 impl Shared {
     async fn wait_while_held(&self, method: Method) {
-        let held = || *self.hold.lock().unwrap_or_else(PoisonError::into_inner) == Some(method);
-        if !held() {
-            return;
+        let held = || *self.hold.lock().unwrap_or_else(PoisonError::into_inner) == Some((method, 0));
+        {
+            // Calls let through before the hold takes them.
+            let mut hold = self.hold.lock().unwrap_or_else(PoisonError::into_inner);
+            match hold.as_mut() {
+                Some((held, passing)) if *held == method && *passing > 0 => {
+                    *passing -= 1;
+                    return;
+                }
+                Some((held, _)) if *held == method => {}
+                _ => return,
+            }
         }
         self.held.fetch_add(1, Ordering::SeqCst);
         let _count = Held(&self.held);

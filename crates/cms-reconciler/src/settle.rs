@@ -167,14 +167,16 @@ pub(crate) async fn settle(
     let control_planes = live.iter().take_while(|(_, plan)| plan.role == Role::ControlPlane).count();
     let mut configured = Vec::new();
     for (machine, plan) in &live[..control_planes] {
-        configured.push(configure(name, machine, plan, config_of(machine, plan), ctx).await);
+        configured.push(configure(name, machine, plan, config_of(machine, plan), ctx).await?);
     }
     let workers: Vec<_> = live[control_planes..]
         .iter()
         .map(|(machine, plan)| configure(name, machine, plan, config_of(machine, plan), ctx))
         .collect();
     let at_once = if one_by_one { 1 } else { AT_ONCE };
-    configured.extend(stream::iter(workers).buffered(at_once).collect::<Vec<_>>().await);
+    for outcome in stream::iter(workers).buffered(at_once).collect::<Vec<_>>().await {
+        configured.push(outcome?);
+    }
     // Who does not run its config now: a rolling step's machines, and
     // those whose config did not go through.
     let mut behind: Vec<String> = view
@@ -193,12 +195,12 @@ pub(crate) async fn settle(
     }
     // Then every machine answers, or not.
     let paused = tenant.metadata.annotations.contains_key(rollout::PAUSED_ANNOTATION);
-    let checks = configured.into_iter().zip(&live).map(|(mut outcome, (machine, plan))| {
+    let checks = configured.into_iter().zip(&live).map(|(mut outcome, (_, plan))| {
         // The versions of an upgrade that no longer rolls mean nothing.
         if !kubernetes.active() {
             outcome.annotations.remove(MACHINE_KUBERNETES_ANNOTATION);
         }
-        check(name, machine, plan, outcome, paused, ctx)
+        check(name, plan, outcome, paused, ctx)
     });
     let checks: Vec<_> = checks.collect();
     behind.sort();
@@ -240,6 +242,8 @@ async fn render(
 
 /// What configuring a machine came to.
 struct Configured {
+    /// The machine as stored: written already when its node took a config.
+    machine: Machine,
     annotations: BTreeMap<String, String>,
     status: MachineStatus,
     problem: Option<Problem>,
@@ -250,19 +254,21 @@ struct Configured {
     note: Option<String>,
 }
 
-/// Gives the machine its config when it differs from the one it took. A
-/// change the node refuses to take without a reboot waits for its turn
-/// in the rollout ([`REBOOT_PENDING_ANNOTATION`]).
+/// Gives the machine its config when it differs from the one it took, and
+/// records at once that the node took it, so that a restart resends
+/// nothing. A change the node refuses to take without a reboot waits for
+/// its turn in the rollout ([`REBOOT_PENDING_ANNOTATION`]).
 async fn configure(
     tenant: &str,
     machine: &Machine,
     plan: &MachinePlan,
     config: Option<&Result<String, String>>,
     ctx: &Context,
-) -> Configured {
+) -> Result<Configured, ReconcileError> {
     let mut annotations = machine.metadata.annotations.clone();
     let mut status = machine.status.clone();
     let unchanged = |problem: Option<Problem>| Configured {
+        machine: machine.clone(),
         annotations: machine.metadata.annotations.clone(),
         status: machine.status.clone(),
         problem,
@@ -270,33 +276,42 @@ async fn configure(
         note: None,
     };
     let Some(node) = cluster::node_ref(tenant, machine) else {
-        return unchanged(Some(Problem::new(Fault::Starting, "no management address yet")));
+        return Ok(unchanged(Some(Problem::new(Fault::Starting, "no management address yet"))));
     };
     let yaml = match config {
         Some(Ok(yaml)) => yaml,
         Some(Err(reason)) => {
-            return unchanged(Some(Problem::new(
+            return Ok(unchanged(Some(Problem::new(
                 Fault::Config,
                 format!("rendering the machine config: {reason}"),
-            )));
+            ))));
         }
-        None => return unchanged(Some(Problem::new(Fault::Config, NO_RENDERER))),
+        None => return Ok(unchanged(Some(Problem::new(Fault::Config, NO_RENDERER)))),
     };
     let hash = fingerprint(yaml);
     let taken = annotations.get(CONFIG_HASH_ANNOTATION);
     if taken == Some(&hash) && annotations.contains_key(REBOOT_PENDING_ANNOTATION) {
         // Back to the config it runs: nothing waits for a reboot any more.
         annotations.remove(REBOOT_PENDING_ANNOTATION);
-        return Configured { annotations, status, problem: None, unrecognized: None, note: None };
+        let machine = machine.clone();
+        return Ok(Configured {
+            machine,
+            annotations,
+            status,
+            problem: None,
+            unrecognized: None,
+            note: None,
+        });
     }
     if taken == Some(&hash) || annotations.get(REBOOT_PENDING_ANNOTATION) == Some(&hash) {
-        return unchanged(None);
+        return Ok(unchanged(None));
     }
     // A host that took a config is never asked in maintenance mode, nor is
     // a cloud instance, which booted with one.
     let configured = taken.is_some() || plan.provider != Provider::Metal;
     let id = &machine.metadata.name;
     let mut note = None;
+    let mut stored = machine.clone();
     let (problem, unrecognized) = match ctx.nodes.apply_config(&node, yaml, configured).await {
         Ok(()) => {
             tracing::info!(tenant, machine = %id, "applied the machine config");
@@ -304,6 +319,17 @@ async fn configure(
             annotations.remove(REBOOT_PENDING_ANNOTATION);
             if matches!(status.stage.as_str(), "" | "provisioning") {
                 status.stage = "initializing".into();
+            }
+            // Recorded before anything else is sent: a restart resends
+            // nothing the node took. A machine another writer changed
+            // meanwhile is written in the check, or the next pass.
+            let observed = Observed {
+                annotations: annotations.clone(),
+                connected: machine.spec.connected,
+                status: status.clone(),
+            };
+            if let Some(written) = write(ctx, tenant, machine, observed).await? {
+                stored = written;
             }
             (None, None)
         }
@@ -319,7 +345,7 @@ async fn configure(
             (Some(Problem::node(fault, "applying the machine config", &reason)), None)
         }
     };
-    Configured { annotations, status, problem, unrecognized, note }
+    Ok(Configured { machine: stored, annotations, status, problem, unrecognized, note })
 }
 
 /// Asks a configured machine for its version: it is `connected` while it
@@ -330,13 +356,13 @@ async fn configure(
 /// stopped).
 async fn check(
     tenant: &str,
-    machine: &Machine,
     plan: &MachinePlan,
     configured: Configured,
     paused: bool,
     ctx: &Context,
 ) -> Result<(Option<Machine>, Option<Problem>, bool), ReconcileError> {
-    let Configured { annotations, mut status, mut problem, unrecognized, note } = configured;
+    let Configured { machine, annotations, mut status, mut problem, unrecognized, note } = configured;
+    let machine = &machine;
     let mut connected = machine.spec.connected;
     let mut off = false;
     let took_config = plan.provider != Provider::Metal || annotations.contains_key(CONFIG_HASH_ANNOTATION);

@@ -1,10 +1,12 @@
-//! Live clusters on metal with fake nodes and the real engine: config
+//! Live clusters on metal with fake nodes and the real engine: rotations
+//! of the tenant's CAs (`ca_rotation.rs`), config
 //! changes that need a reboot (`reboots.rs`), Kubernetes upgrades
 //! (`kubernetes.rs`), liveness and health within one deadline
 //! (`liveness.rs`), and replacements: a host that no longer answers as the
 //! tenant's node, and a machine replaced through the API
 //! (`replacement.rs`).
 
+mod ca_rotation;
 mod kubernetes;
 mod liveness;
 mod reboots;

@@ -78,6 +78,10 @@ struct Inner {
     store: Arc<Store>,
     tls: Arc<RwLock<Arc<ServerConfig>>>,
     sans: Vec<String>,
+    /// The issuing CA and the accepted ones that [`FakeKube::trust`] set last.
+    trusted: Mutex<Option<(String, Vec<String>)>>,
+    /// Bumped as the API server restarts with new CAs.
+    restarts: tokio::sync::watch::Sender<u64>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -108,21 +112,33 @@ impl FakeKube {
         let current = tls.clone();
         let acceptor =
             move || TlsAcceptor::from(current.read().unwrap_or_else(PoisonError::into_inner).clone());
-        let task = tokio::spawn(server::serve(listener, acceptor, store.clone()));
-        Ok(FakeKube { inner: Arc::new(Inner { store, tls, sans, task: Mutex::new(Some(task)) }) })
+        let (restarts, restarted) = tokio::sync::watch::channel(0);
+        let task = tokio::spawn(server::serve(listener, acceptor, store.clone(), restarted));
+        let inner =
+            Inner { store, tls, sans, trusted: Mutex::default(), restarts, task: Mutex::new(Some(task)) };
+        Ok(FakeKube { inner: Arc::new(inner) })
     }
 
     /// Serves from `issuing` and takes client certificates from it and from
     /// the CAs of `accepted` (PEM), as a control plane's API server does
     /// once it runs a config naming them (`cluster.ca` and
-    /// `cluster.acceptedCAs`, or `KubeAPIServerCAConfig`). Connections made
-    /// before keep what they had.
+    /// `cluster.acceptedCAs`, or `KubeAPIServerCAConfig`). When they
+    /// changed, the API server restarts with them, as its static pod does:
+    /// the connections made before close.
     pub fn trust(&self, issuing: &CertificateAuthority, accepted: &[String]) -> Result<(), FakeNodeError> {
+        let wanted = (issuing.cert_pem().to_string(), accepted.to_vec());
+        let mut trusted = self.inner.trusted.lock().unwrap_or_else(PoisonError::into_inner);
+        if trusted.as_ref() == Some(&wanted) {
+            return Ok(());
+        }
         let serving = issue(issuing, &self.inner.sans)?;
         let mut clients = vec![issuing.cert_pem().to_string()];
         clients.extend(accepted.iter().cloned());
         let config = serving_config(&serving, issuing.cert_pem(), Clients::SignedBy(&clients), b"http/1.1")?;
         *self.inner.tls.write().unwrap_or_else(PoisonError::into_inner) = config;
+        if trusted.replace(wanted).is_some() {
+            self.inner.restarts.send_modify(|restarts| *restarts += 1);
+        }
         Ok(())
     }
 

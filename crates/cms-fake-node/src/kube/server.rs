@@ -9,6 +9,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -22,7 +23,13 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Accepts and serves connections until aborted; aborting it also ends the
 /// connections it serves. Failed handshakes (no client certificate, or one
 /// from another CA) are dropped.
-pub(crate) async fn serve(listener: TcpListener, acceptor: impl Fn() -> TlsAcceptor, store: Arc<Store>) {
+/// A connection ends when `restarts` changes: the API server restarted.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    acceptor: impl Fn() -> TlsAcceptor,
+    store: Arc<Store>,
+    restarts: watch::Receiver<u64>,
+) {
     let mut connections = JoinSet::new();
     loop {
         let Ok((tcp, _peer)) = listener.accept().await else {
@@ -30,7 +37,8 @@ pub(crate) async fn serve(listener: TcpListener, acceptor: impl Fn() -> TlsAccep
             continue;
         };
         while connections.try_join_next().is_some() {}
-        let (acceptor, store) = (acceptor(), store.clone());
+        let (acceptor, store, mut restarts) = (acceptor(), store.clone(), restarts.clone());
+        restarts.mark_unchanged();
         connections.spawn(async move {
             let _ = tcp.set_nodelay(true);
             let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await else {
@@ -41,10 +49,12 @@ pub(crate) async fn serve(listener: TcpListener, acceptor: impl Fn() -> TlsAccep
                 let (store, client) = (store.clone(), client.clone());
                 async move { Ok::<_, Infallible>(routes::answer(&store, client, request).await) }
             });
-            let _ = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+            let connection =
+                http1::Builder::new().timer(TokioTimer::new()).serve_connection(TokioIo::new(tls), service);
+            tokio::select! {
+                _ = connection => {}
+                _ = restarts.changed() => {}
+            }
         });
     }
 }

@@ -446,3 +446,43 @@ async fn events_are_written_as_components_write_them_and_paged() {
     let (status, _) = get(&kube, &bundle, "/api/v1/events?limit=x").await;
     assert_eq!(status, 400);
 }
+
+#[tokio::test]
+async fn new_cas_restart_the_api_server_and_close_open_connections() {
+    let bundle = bundle();
+    let kube = start(&bundle).await;
+    let ca = bundle.kubernetes_ca().clone();
+    let other = cms_talos::SecretsBundle::generate("1.9.0").unwrap().kubernetes_ca().clone();
+    let open = || async {
+        let tcp = TcpStream::connect(kube.addr()).await.unwrap();
+        let stream = TlsConnector::from(admin_tls(&bundle))
+            .connect(ServerName::from(kube.addr().ip()), tcp)
+            .await
+            .expect("a handshake");
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        sender
+    };
+    let ask = |sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>| {
+        let request = hyper::Request::get("/api/v1/nodes").header("host", "localhost").body(Full::default());
+        let sent = sender.send_request(request.unwrap());
+        async move { sent.await.map(|response| response.status().as_u16()).map_err(|err| err.to_string()) }
+    };
+    let mut sender = open().await;
+    assert_eq!(ask(&mut sender).await, Ok(200));
+    // The same CAs again: nothing restarts.
+    kube.trust(&ca, &[]).unwrap();
+    kube.trust(&ca, &[]).unwrap();
+    assert_eq!(ask(&mut sender).await, Ok(200), "the connection stays open");
+    // Another accepted CA: the API server restarts and the connection ends.
+    kube.trust(&ca, &[other.cert_pem().to_string()]).unwrap();
+    let closing = async {
+        while !sender.is_closed() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), closing).await.expect("the connection closes");
+    assert!(ask(&mut sender).await.is_err());
+    let mut fresh = open().await;
+    assert_eq!(ask(&mut fresh).await, Ok(200), "a new connection gets in");
+}

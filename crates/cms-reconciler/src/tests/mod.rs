@@ -20,6 +20,7 @@ use cms_tenancy::{
 
 use crate::{Action, Context, reconcile};
 
+mod ca_rotation;
 mod cluster;
 mod drift;
 mod fakes;
