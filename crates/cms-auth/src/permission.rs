@@ -39,6 +39,8 @@ pub enum Permission {
     /// Download a tenant's cluster autoscaler identity: a client
     /// certificate that lists and resizes the tenant's node groups.
     DownloadAutoscalerIdentity,
+    /// Rotate a tenant's certificate authorities (`docs/ca-rotation.md`).
+    RotateCa,
 }
 
 const ALL: &[UserRole] = &[UserRole::View, UserRole::Edit, UserRole::Admin];
@@ -65,6 +67,7 @@ const MATRIX: &[(Permission, &[UserRole])] = &[
     (Permission::ReadLogs, EDITORS),
     (Permission::ReleaseStateLock, ADMINS),
     (Permission::DownloadAutoscalerIdentity, ADMINS),
+    (Permission::RotateCa, ADMINS),
 ];
 
 /// What a caller with no global role holds beside what its grants give it
@@ -73,7 +76,7 @@ const WITHOUT_ROLE: &[Permission] = &[Permission::OwnTokens];
 
 impl Permission {
     /// Every permission.
-    pub const ALL: [Permission; 15] = [
+    pub const ALL: [Permission; 16] = [
         Permission::Read,
         Permission::ReadClientConfig,
         Permission::ReadMachineConfig,
@@ -89,6 +92,7 @@ impl Permission {
         Permission::ReadLogs,
         Permission::ReleaseStateLock,
         Permission::DownloadAutoscalerIdentity,
+        Permission::RotateCa,
     ];
 
     /// Whether `role` holds this permission.
@@ -129,6 +133,7 @@ impl Permission {
             Permission::ReadLogs => "read machine logs",
             Permission::ReleaseStateLock => "release tool state locks",
             Permission::DownloadAutoscalerIdentity => "download autoscaler identities",
+            Permission::RotateCa => "rotate tenants' certificate authorities",
         }
     }
 }

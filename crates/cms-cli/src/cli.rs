@@ -87,6 +87,8 @@ pub(crate) enum Command {
     Health(HealthArgs),
     /// Release a tenant's tool state lock left by a holder that is gone (admins only)
     Unlock(crate::unlock::UnlockArgs),
+    /// Rotate a tenant's certificate authorities, OS and Kubernetes (both unless one is named; admins only)
+    RotateCa(crate::rotate_ca::RotateCaArgs),
     /// Download the Secret a tenant's cluster autoscaler mounts: its identity (admins only)
     AutoscalerIdentity(crate::autoscaler::AutoscalerIdentityArgs),
     /// A tenant's etcd backups: take, list, download, restore, delete

@@ -22,6 +22,7 @@ mod kubeconfig;
 mod logs;
 mod output;
 mod reflector;
+mod rotate_ca;
 mod sse;
 mod sso;
 mod support;
@@ -80,6 +81,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Machine(MachineCommand::Config(args)) => downloads::machine_config(&client, args),
         Command::Health(args) => health::health(&client, args.tenant.as_deref(), format),
         Command::Unlock(args) => unlock::unlock(&client, args, format),
+        Command::RotateCa(args) => rotate_ca::rotate_ca(&client, args, format),
         Command::AutoscalerIdentity(args) => autoscaler::autoscaler_identity(&client, args),
         Command::Backup(command) => backups::backup(&client, command, format),
         Command::Users(command) => accounts::users(&client, command, format),

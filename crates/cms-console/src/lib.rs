@@ -24,7 +24,9 @@
 //! line; `projected.rs`: the projected state), `machine.rs` (one machine,
 //! with its logs panel; `logs.rs`, with `logs/`: a machine's log streamed
 //! from its node), `create.rs`, `downloads.rs`, `autoscaler.rs` (a
-//! tenant's autoscaler identity, for admins), and `events.rs`, the live
+//! tenant's autoscaler identity, for admins), `rotate_ca.rs` (the rotation
+//! of a tenant's CAs: its status and, for admins, the form that asks for
+//! one), and `events.rs`, the live
 //! updates. `backups.rs` (with `backups/`): a
 //! tenant's etcd backups, taken, downloaded, restored and deleted through
 //! `cms_backup::Backups`, as the API's backup routes do. The account pages: `audit.rs`, the
@@ -58,6 +60,7 @@ mod patches;
 mod probe;
 mod projected;
 mod reply;
+mod rotate_ca;
 mod routes;
 mod security;
 mod session;
@@ -197,6 +200,9 @@ pub struct Console {
     /// until [`Console::with_autoscaler`], when the server serves no
     /// autoscaler port and the tenant page offers no autoscaler identity.
     autoscaler: Option<Arc<autoscaler::Access>>,
+    /// Begins rotations of tenants' CAs, the API's; `None` until
+    /// [`Console::with_rotations`], when the rotate form answers 503.
+    rotations: Option<Arc<dyn cms_tenancy::CaRotations>>,
 }
 
 impl fmt::Debug for Console {
@@ -228,6 +234,7 @@ impl Console {
             running: Default::default(),
             nodes: None,
             autoscaler: None,
+            rotations: None,
         }
     }
 
@@ -245,6 +252,11 @@ impl Console {
     /// issued by `ca` for the autoscaler port at `address` (`host:port`).
     pub fn with_autoscaler(self, ca: cms_talos::CertificateAuthority, address: String) -> Console {
         Console { autoscaler: Some(Arc::new(autoscaler::Access { ca, address })), ..self }
+    }
+
+    /// The same console, beginning rotations of tenants' CAs with `rotations`.
+    pub fn with_rotations(self, rotations: Arc<dyn cms_tenancy::CaRotations>) -> Console {
+        Console { rotations: Some(rotations), ..self }
     }
 
     /// The same console with another health prober.

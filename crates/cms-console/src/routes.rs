@@ -9,14 +9,14 @@ use crate::reply::Outcome;
 use crate::{Console, Request, Response};
 use crate::{actions, assets, create, downloads, events, login, tenant, tenants};
 use crate::{audit, autoscaler, grants, machines, probe, tokens, upgrade, users};
-use crate::{backups, editor, logs, machine, patches, sso};
+use crate::{backups, editor, logs, machine, patches, rotate_ca, sso};
 
 /// Every path the console serves, as route patterns in the mounting
 /// server's syntax, in the order to register them (`/tenants/new` before
 /// `/tenants/{name}`). None is under `/api/v1`, and none shadows the
 /// server's own root paths (`/healthz`, `/readyz`, `/metrics`, `/version`,
 /// `/openapi.json`, `/docs`).
-pub const PATHS: [&str; 42] = [
+pub const PATHS: [&str; 43] = [
     "/",
     "/login",
     "/logout",
@@ -31,6 +31,7 @@ pub const PATHS: [&str; 42] = [
     "/tenants/{name}/talosconfig",
     "/tenants/{name}/autoscaler-identity",
     "/tenants/{name}/delete",
+    "/tenants/{name}/rotate-ca",
     "/tenants/{name}/node-groups/{group}/scale",
     "/tenants/{name}/edit",
     "/tenants/{name}/configpatches/new",
@@ -76,6 +77,7 @@ pub(crate) enum Route<'a> {
     Talosconfig(&'a str),
     AutoscalerIdentity(&'a str),
     Delete(&'a str),
+    RotateCa(&'a str),
     Scale(&'a str, &'a str),
     NewTenantYaml,
     EditTenant(&'a str),
@@ -125,6 +127,7 @@ impl<'a> Route<'a> {
             ["tenants", name, "talosconfig"] => Route::Talosconfig(name),
             ["tenants", name, "autoscaler-identity"] => Route::AutoscalerIdentity(name),
             ["tenants", name, "delete"] => Route::Delete(name),
+            ["tenants", name, "rotate-ca"] => Route::RotateCa(name),
             ["tenants", name, "edit"] => Route::EditTenant(name),
             ["tenants", name, "configpatches", "new"] => Route::NewPatch(name),
             ["tenants", name, "configpatches", patch, action] if !patch.is_empty() => match *action {
@@ -169,6 +172,7 @@ impl<'a> Route<'a> {
             | Route::Talosconfig(name)
             | Route::AutoscalerIdentity(name)
             | Route::Delete(name)
+            | Route::RotateCa(name)
             | Route::Scale(name, _)
             | Route::EditTenant(name)
             | Route::NewPatch(name)
@@ -203,7 +207,7 @@ impl<'a> Route<'a> {
             Route::NewPatch(_) | Route::EditPatch(..) | Route::EnablePatch(..) | Route::DeletePatch(..) => {
                 "POST"
             }
-            Route::Logout | Route::Delete(_) | Route::Scale(..) => "POST",
+            Route::Logout | Route::Delete(_) | Route::RotateCa(_) | Route::Scale(..) => "POST",
             Route::Resume(_) | Route::Probe(_) | Route::ReplaceMachine(..) => "POST",
             Route::TakeBackup(_) | Route::RestoreBackup(..) | Route::DeleteBackup(..) => "POST",
             Route::NewUser | Route::UserRole(_) | Route::DeleteUser(_) => "POST",
@@ -235,6 +239,7 @@ pub(crate) async fn dispatch(console: &Console, request: &Request) -> Response {
         (Route::Talosconfig(name), &Method::GET) => downloads::talosconfig(console, request, name).await,
         (Route::AutoscalerIdentity(name), &Method::GET) => autoscaler::identity(console, request, name).await,
         (Route::Delete(name), &Method::POST) => actions::delete(console, request, name).await,
+        (Route::RotateCa(name), &Method::POST) => rotate_ca::rotate(console, request, name).await,
         (Route::Scale(name, group), &Method::POST) => actions::scale(console, request, name, group).await,
         (Route::NewTenantYaml, &Method::GET) => editor::create_form(console, request).await,
         (Route::NewTenantYaml, &Method::POST) => editor::create(console, request).await,

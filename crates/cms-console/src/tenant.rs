@@ -6,7 +6,8 @@
 //! (`machines.rs`), its backups' schedule and outcomes with a link to its
 //! backups page (`backups.rs`), the client-config downloads (with, for
 //! admins on a server with an autoscaler port, the autoscaler identity:
-//! `autoscaler.rs`) and the delete form. The
+//! `autoscaler.rs`), the rotation of its CAs (`rotate_ca.rs`) and the
+//! delete form. The
 //! forms show only to roles that may use them; the actions (`actions.rs`,
 //! and each section's module) check again. After a confirmed replacement,
 //! `?replaced=<machine>` shows a notice while that machine is gone or
@@ -46,6 +47,10 @@ pub(crate) enum Problem {
     /// The form that confirms the replacement of `machine` (`machines.rs`).
     Replace {
         machine: String,
+        message: String,
+    },
+    /// The form that asks for a rotation of the tenant's CAs (`rotate_ca.rs`).
+    RotateCa {
         message: String,
     },
 }
@@ -111,6 +116,7 @@ async fn render_page(
             (projected::section(projected.as_deref()))
             (crate::backups::summary(console, &tenant))
             (view.downloads())
+            (crate::rotate_ca::section(session, &tenant, problem))
             (view.delete_form())
         }
     };

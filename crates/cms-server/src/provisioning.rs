@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cms_reconciler::{Backoff, Context, ControllerOptions, DriftOptions, LeaseOptions, StateLockOptions};
-use cms_store::{Audit, Leases, Sealed, StateLocks, Store};
+use cms_store::{Audit, Leases, Sealed, SqlStore, StateLocks, Store};
 use cms_tenancy::{
     SealedCredentials, SealedRotations, Secrets, StoreMachineConfigs, Tenancy, TenantKube, TenantNodeClient,
     talos_node_api,
@@ -30,6 +30,9 @@ pub(crate) struct Provisioning {
     task: JoinHandle<()>,
 }
 
+/// The store, as each seam the controller takes.
+type Seams = (Arc<dyn Store>, Arc<dyn Leases>, Arc<dyn StateLocks>, Arc<dyn Audit>, Arc<dyn Sealed>);
+
 impl Provisioning {
     /// Starts the controller on `store`; cloud instances boot with configs
     /// rendered from `secrets`, and OpenTofu's states are encrypted with
@@ -38,15 +41,11 @@ impl Provisioning {
     pub(crate) fn start(
         settings: &Settings,
         state_key: Option<SecretString>,
-        store: Arc<dyn Store>,
-        (leases, locks, audit, sealed): (
-            Arc<dyn Leases>,
-            Arc<dyn StateLocks>,
-            Arc<dyn Audit>,
-            Arc<dyn Sealed>,
-        ),
+        sql: Arc<SqlStore>,
         secrets: Arc<Secrets>,
     ) -> Provisioning {
+        let (store, leases, locks, audit, sealed): Seams =
+            (sql.clone(), sql.clone(), sql.clone(), sql.clone(), sql);
         let holder = cms_store::replica_id().to_string();
         let mut credentials = Credentials::from_env();
         let mut backend = StateBackend::Local;

@@ -100,17 +100,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
     let provisioning = match settings.provisioning {
         true => {
             let state_key = crate::tool_state::prepare(&settings, store.as_ref()).await?;
-            {
-                let (leases, locks, audit, sealed) =
-                    (store.clone(), store.clone(), store.clone(), store.clone());
-                Some(Provisioning::start(
-                    &settings,
-                    state_key,
-                    store.clone(),
-                    (leases, locks, audit, sealed),
-                    secrets.clone(),
-                ))
-            }
+            Some(Provisioning::start(&settings, state_key, store.clone(), secrets.clone()))
         }
         false => None,
     };
@@ -130,7 +120,12 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
             .with_nodes(nodes)
             .with_kube(kube)
             .with_backups(backups)
-            .with_state_locks(store.clone());
+            .with_state_locks(store.clone())
+            .with_rotations(Arc::new(cms_tenancy::SealedRotations::new(
+                store.clone(),
+                store.clone(),
+                secrets.clone(),
+            )));
     if let Some(autoscaler) = &autoscaler {
         state = state.with_autoscaler(autoscaler.access());
     }

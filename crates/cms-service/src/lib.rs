@@ -54,6 +54,7 @@ mod projected;
 mod query;
 mod reply;
 mod request_id;
+mod rotate_ca;
 mod routes;
 mod server;
 mod spans;

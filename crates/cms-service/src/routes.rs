@@ -7,8 +7,8 @@ use actix_web::middleware::from_fn;
 use actix_web::web;
 use cms_auth::Permission::{
     Delete, DeleteTenant, DownloadAutoscalerIdentity, ManageUsers, OwnTokens, Read, ReadAudit,
-    ReadClientConfig, ReadLogs, ReadMachineConfig, ReadSecrets, ReleaseStateLock, RestoreBackup, Write,
-    WriteMachineStatus,
+    ReadClientConfig, ReadLogs, ReadMachineConfig, ReadSecrets, ReleaseStateLock, RestoreBackup, RotateCa,
+    Write, WriteMachineStatus,
 };
 
 use crate::auth::{Access, guard};
@@ -16,7 +16,7 @@ use crate::children::{self, ConfigPatches, NodeGroups};
 use crate::fallback::resource;
 use crate::{
     audit_log, autoscaler_identity, backups, downloads, grants, health, login, machine_config, machine_logs,
-    machines, metrics, openapi, ops, projected, state_lock, support, tenants, tokens, users,
+    machines, metrics, openapi, ops, projected, rotate_ca, state_lock, support, tenants, tokens, users,
 };
 
 /// One route: its method, its path pattern (under [`crate::API_PREFIX`]
@@ -130,6 +130,7 @@ table! {
     api "/tenants/{name}/support" { GET => support::bundle, on_tenant(ReadLogs); }
     api "/tenants/{name}/health" { GET => health::tenant, on_tenant(Read); }
     api "/tenants/{name}/state-lock" { DELETE => state_lock::release, on_tenant(ReleaseStateLock); }
+    api "/tenants/{name}/rotate-ca" { POST => rotate_ca::rotate, on_tenant(RotateCa); }
     api "/health" { GET => health::all, on_tenants(Read); }
     api "/tenants/{name}/backups" {
         GET => backups::list, on_tenant(Read);

@@ -108,6 +108,9 @@ pub struct AppState {
     /// The autoscaler CA and the address tenants' autoscalers dial; `None`
     /// until [`AppState::with_autoscaler`], when identity downloads answer 503.
     pub autoscaler: Option<Arc<AutoscalerAccess>>,
+    /// Begins rotations of tenants' CAs; `None` until
+    /// [`AppState::with_rotations`], when rotation requests answer 503.
+    pub rotations: Option<Arc<dyn cms_tenancy::CaRotations>>,
 }
 
 /// What a tenant's cluster autoscaler needs from the service: the CA that
@@ -157,6 +160,7 @@ impl AppState {
             kube: None,
             nodes: None,
             autoscaler: None,
+            rotations: None,
         }
     }
 
@@ -199,6 +203,14 @@ impl AppState {
     pub fn with_autoscaler(mut self, access: AutoscalerAccess) -> AppState {
         self.console = self.console.with_autoscaler(access.ca.clone(), access.address.clone());
         self.autoscaler = Some(Arc::new(access));
+        self
+    }
+
+    /// Begins rotations of tenants' CAs with `rotations`, the API's and the
+    /// console's.
+    pub fn with_rotations(mut self, rotations: Arc<dyn cms_tenancy::CaRotations>) -> AppState {
+        self.console = self.console.with_rotations(rotations.clone());
+        self.rotations = Some(rotations);
         self
     }
 

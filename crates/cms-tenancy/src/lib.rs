@@ -32,7 +32,8 @@
 //!   on `kube` with a short-lived admin certificate) and
 //!   [`TenantCredentials`] ([`SealedCredentials`]: the prober's) and
 //!   [`CaRotations`] ([`SealedRotations`]: the rotation of a tenant's CAs,
-//!   begun by the API and carried on by the reconciler, `ca_rotation.rs`).
+//!   begun by the API and carried on by the reconciler, `ca_rotation.rs`; the request that begins
+//!   it, [`request_rotation`], `rotation_request.rs`).
 //!
 //! Failures are one typed [`TenancyError`]; the API maps it to statuses in
 //! one place, and [`TenancyError::is_transient`] tells the reconciler what
@@ -57,6 +58,7 @@ mod rekey;
 mod render;
 mod reservations;
 mod resources;
+mod rotation_request;
 mod secrets;
 mod tenancy;
 mod user_data_limits;
@@ -100,6 +102,7 @@ pub use resources::{
     KUBERNETES_VERSION_ANNOTATION, REMOVABLE_ANNOTATIONS, SERVICE_ANNOTATION_PREFIX, Writable,
     service_annotations,
 };
+pub use rotation_request::{AUTHORITY_NAMES, authorities_named, request_rotation};
 pub use secrets::{CERTIFICATE_EXPIRY_GAUGE, Secrets, SecretsOptions};
 pub use tenancy::{DEFAULT_MAX_GROUP_COUNT, Tenancy, find};
 pub use user_data_limits::{ConfigChange, STAND_IN_ENDPOINT, user_data_size};

@@ -14,6 +14,7 @@ mod logs;
 mod machines;
 mod operations;
 mod pages;
+mod rotate_ca;
 mod session;
 mod tenants;
 

@@ -365,6 +365,9 @@ fn success(doc: &Doc) -> Response {
     let description = match doc.status {
         201 => "Created.",
         202 if doc.id == "releaseStateLock" => "Accepted: the replica reconciling the tenant releases it.",
+        202 if doc.id == "rotateCa" => {
+            "Accepted: the new CAs are sealed; the reconciler carries the rotation on."
+        }
         202 => "Accepted: deletion has begun.",
         204 => "Done; no body.",
         _ => "OK.",

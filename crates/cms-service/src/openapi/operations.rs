@@ -347,6 +347,19 @@ pub(super) fn describe(method: &str, path: &str) -> Option<Doc> {
                 .error(404, "the tenant holds no tool state lock")
                 .error(409, "the lock's holder is alive (it holds the tenant, mid-run), `force` or not: its run must end first")
         }
+        ("POST", "/tenants/{name}/rotate-ca") => {
+            Doc::new("rotateCa", TENANTS, "Rotate the tenant's certificate authorities")
+                .about(
+                    "Admins only. New CAs for the named authorities (`os`, `kubernetes`, one or both) are \
+                     sealed beside the old; the replica reconciling the tenant carries the rotation through \
+                     its phases, node by node, without a reboot. `status.caRotation` shows where it stands \
+                     (docs/ca-rotation.md).",
+                )
+                .body("RotateCaRequest")
+                .ok(202, Success::Json("CaRotationStatus"))
+                .error(409, "the tenant is being deleted, or a rotation of its CAs is under way")
+                .error(503, "rotating tenants' CAs is not configured on this server")
+        }
         ("GET", "/tenants/{name}/backups") => {
             Doc::new("listBackups", BACKUPS, "List a tenant's etcd backups").ok(200, Success::Json("BackupList"))
         }

@@ -4,10 +4,10 @@
 
 use cms_backup::Backup;
 use cms_model::{
-    ApiTokenSpec, ApiTokenStatus, AuditRecord, ConfigPatchSpec, ConfigPatchStatus, GrantSpec, GrantStatus,
-    LoginRequest, LoginResponse, MachineSpec, MachineStatus, MetalHost, NodeGroupSpec, NodeGroupStatus,
-    ObjectMeta, OciConfig, OpenStackConfig, ProjectedList, SsoStartRequest, SsoStartResponse,
-    SsoTokenRequest, TenantSpec, TenantStatus, UserRole, UserStatus,
+    ApiTokenSpec, ApiTokenStatus, AuditRecord, CaRotationStatus, ConfigPatchSpec, ConfigPatchStatus,
+    GrantSpec, GrantStatus, LoginRequest, LoginResponse, MachineSpec, MachineStatus, MetalHost,
+    NodeGroupSpec, NodeGroupStatus, ObjectMeta, OciConfig, OpenStackConfig, ProjectedList, SsoStartRequest,
+    SsoStartResponse, SsoTokenRequest, TenantSpec, TenantStatus, UserRole, UserStatus,
 };
 use cms_prober::Health;
 use serde_json::json;
@@ -18,6 +18,7 @@ use utoipa::openapi::{ComponentsBuilder, RefOr};
 use crate::backups::{BackupList, RestoreResult};
 use crate::error::ErrorBody;
 use crate::ops::BuildInfo;
+use crate::rotate_ca::RotateCaRequest;
 use crate::state_lock::StateLockRelease;
 
 /// The derived schemas, with every schema they refer to.
@@ -53,6 +54,8 @@ use crate::state_lock::StateLockRelease;
     BackupList,
     RestoreResult,
     StateLockRelease,
+    RotateCaRequest,
+    CaRotationStatus,
     BuildInfo,
     ErrorBody,
 )))]

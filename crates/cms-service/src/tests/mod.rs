@@ -60,8 +60,15 @@ pub(crate) async fn state(store: Arc<dyn cms_store::Store>, options: ServiceOpti
     audit.expect_record().returning(|_| Ok(1));
     let options = ServiceOptions { insecure_disable_auth: true, ..options };
     let prober = prober(&store, &secrets);
+    // Rotations open bundles the mock store holds; none is sealed anew.
+    let rotations = cms_tenancy::SealedRotations::new(
+        store.clone(),
+        Arc::new(cms_store::MockSealed::new()),
+        secrets.clone(),
+    );
     let tenancy = cms_tenancy::Tenancy::new(store, secrets);
     AppState::new(tenancy, Arc::new(auth), Arc::new(audit), prober, options)
+        .with_rotations(Arc::new(rotations))
 }
 
 /// A prober on the real node API client and clock.

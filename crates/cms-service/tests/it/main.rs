@@ -15,6 +15,7 @@ mod machines;
 mod matrix;
 mod metrics;
 mod projected;
+mod rotate_ca;
 mod state_lock;
 mod support;
 mod tenants;
@@ -145,7 +146,12 @@ pub(crate) async fn harness_keeping(
         .with_backups(backups(&tenancy, &dir))
         .with_nodes(Arc::new(quiet_nodes()))
         .with_state_locks(store.clone())
-        .with_autoscaler(autoscaler::access());
+        .with_autoscaler(autoscaler::access())
+        .with_rotations(Arc::new(cms_tenancy::SealedRotations::new(
+            store.clone(),
+            store.clone(),
+            tenancy.secrets().clone(),
+        )));
     let service = test::init_service(app(state.clone())).await;
     Harness { service, store, state, token, workload_key, _dir: dir }
 }
