@@ -56,11 +56,14 @@ pub(crate) async fn read(tenant: &str, ctx: &Context) -> Result<Option<Rotation>
 }
 
 /// Moves `rotation` on when every machine runs the config rendered for it
-/// in this pass (`settled.behind` is empty).
+/// in this pass (`settled.behind` is empty) and the tenant is ready with
+/// them (`unready` says why it is not: a machine leaving or off, the
+/// Kubernetes API or etcd not answering, a rollout going or paused).
 pub(crate) async fn advance(
     tenant: &str,
     rotation: Option<Rotation>,
     settled: &Settled,
+    unready: Option<&str>,
     ctx: &Context,
 ) -> Result<Step, ReconcileError> {
     let (Some(rotation), Some(rotations)) = (rotation, &ctx.rotations) else { return Ok(Step::Idle) };
@@ -69,6 +72,10 @@ pub(crate) async fn advance(
             settled.problem(machine).map(|problem| format!("{machine}: {}", problem.cause))
         });
         return Ok(Step::Waiting { rotation, behind: settled.behind.clone(), reason });
+    }
+    if let Some(unready) = unready {
+        let reason = Some(format!("the tenant is not ready: {unready}"));
+        return Ok(Step::Waiting { rotation, behind: Vec::new(), reason });
     }
     match rotations.advance(tenant, rotation.phase).await {
         Ok(to) => Ok(Step::Moved { rotation, to }),
@@ -82,10 +89,22 @@ pub(crate) async fn advance(
 }
 
 /// The rotation in the tenant's status: `status.caRotation` and
-/// [`CA_ROTATION`]. A pass with no rotation leaves the last one's record.
+/// [`CA_ROTATION`]. A pass with no rotation leaves the last one's record,
+/// but for one recorded at `dropping`: its end, whose status write was
+/// lost (the bundle moved on, the status did not), is recorded then.
 pub(crate) fn write_status(status: &mut TenantStatus, step: &Step) {
     let (rotation, phase) = match step {
-        Step::Idle => return,
+        Step::Idle => {
+            if let Some(recorded) =
+                status.ca_rotation.as_mut().filter(|recorded| recorded.phase == "dropping")
+            {
+                recorded.phase = phase_name(None).to_string();
+                recorded.since = Utc::now();
+                recorded.message = None;
+                set_condition(status, CA_ROTATION, false, "Done", "the CAs were rotated");
+            }
+            return;
+        }
         Step::Moved { rotation, to } => (rotation, *to),
         Step::Waiting { rotation, .. } => (rotation, Some(rotation.phase)),
     };
@@ -99,9 +118,10 @@ pub(crate) fn write_status(status: &mut TenantStatus, step: &Step) {
         _ => Utc::now(),
     };
     let message = match step {
-        Step::Waiting { behind, reason: Some(reason), .. } => {
+        Step::Waiting { behind, reason: Some(reason), .. } if !behind.is_empty() => {
             Some(format!("paused: {reason}; waiting for {} to take the phase's config", listed(behind)))
         }
+        Step::Waiting { reason: Some(reason), .. } => Some(format!("paused: {reason}")),
         Step::Waiting { behind, reason: None, .. } if !behind.is_empty() => {
             Some(format!("waiting for {} to take the phase's config", listed(behind)))
         }
@@ -170,6 +190,21 @@ mod tests {
         let condition = status.conditions.iter().find(|c| c.kind == CA_ROTATION).unwrap();
         assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "Done"));
         write_status(&mut status, &Step::Idle);
-        assert_eq!(status.ca_rotation.unwrap().phase, "done", "the last rotation's record stays");
+        assert_eq!(status.ca_rotation.clone().unwrap().phase, "done", "the last rotation's record stays");
+
+        // The end's status write was lost: the bundle has no rotation, the
+        // status says `dropping`; the next pass records the end.
+        write_status(
+            &mut status,
+            &Step::Moved { rotation: rotation(RotationPhase::Swapping), to: Some(RotationPhase::Dropping) },
+        );
+        write_status(&mut status, &Step::Idle);
+        assert_eq!(status.ca_rotation.clone().unwrap().phase, "done");
+        let condition = status.conditions.iter().find(|c| c.kind == CA_ROTATION).unwrap();
+        assert_eq!(condition.reason, "Done");
+        // One just asked for, not yet read by a pass, is left alone.
+        status.ca_rotation.as_mut().unwrap().phase = "generated".into();
+        write_status(&mut status, &Step::Idle);
+        assert_eq!(status.ca_rotation.unwrap().phase, "generated");
     }
 }

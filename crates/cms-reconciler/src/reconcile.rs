@@ -203,7 +203,6 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
     // moves on once every machine runs its phase's config.
     let rotation = ca_rotation::read(name, ctx).await?;
     let settled = settle(tenant, &plan, &mut view, (&kubernetes, rotation.is_some()), ctx).await?;
-    let rotated = ca_rotation::advance(name, rotation, &settled, ctx).await?;
     let procedures = rollout::procedures(tenant, &kubernetes, ctx);
     let steps = (procedures.as_slice(), leaving.settled());
     let rollout = rollout::advance(tenant, generation, &plan, &mut view, steps, ctx).await?;
@@ -239,6 +238,9 @@ async fn converge(tenant: &Tenant, generation: u64, ctx: &Context) -> Result<Act
         leaving: &leaving,
     };
     let message = (!ready).then(|| blocker::headline(&pass));
+    // After the rollout, which renders from the phase it read; and only
+    // from a tenant that is ready with the phase's configs.
+    let rotated = ca_rotation::advance(name, rotation, &settled, message.as_deref(), ctx).await?;
     let changing = rollout != Rollout::Idle || !leaving.settled() || rotated.under_way();
     let machine_count = plan.machines.len();
     status::update(store, name, |status| {

@@ -186,7 +186,10 @@ pub(crate) async fn settle(
         .collect();
     for (outcome, (machine, plan)) in configured.iter().zip(&live) {
         let runs = match config_of(machine, plan) {
-            Some(Ok(yaml)) => outcome.annotations.get(CONFIG_HASH_ANNOTATION) == Some(&fingerprint(yaml)),
+            // As stored: a write that lost its race leaves the machine behind.
+            Some(Ok(yaml)) => {
+                outcome.machine.metadata.annotations.get(CONFIG_HASH_ANNOTATION) == Some(&fingerprint(yaml))
+            }
             _ => false,
         };
         if !runs || outcome.unrecognized.is_some() {

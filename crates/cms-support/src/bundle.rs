@@ -100,7 +100,11 @@ impl Builder {
             bundle.service_account_key().expose_secret().to_string(),
         ];
         values.extend(token_secret);
-        for ca in [bundle.etcd_ca(), bundle.kubernetes_ca(), bundle.aggregator_ca(), bundle.os_ca()] {
+        let incoming = [cms_tenancy::Authority::Os, cms_tenancy::Authority::Kubernetes]
+            .into_iter()
+            .filter_map(|authority| bundle.rotation(authority).map(|rotation| rotation.incoming()));
+        let cas = [bundle.etcd_ca(), bundle.kubernetes_ca(), bundle.aggregator_ca(), bundle.os_ca()];
+        for ca in cas.into_iter().chain(incoming) {
             values.push(ca.cert_pem().to_string());
             values.push(ca.key_pem().expose_secret().to_string());
         }

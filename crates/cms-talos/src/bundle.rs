@@ -182,10 +182,11 @@ impl SecretsBundle {
             "trustdinfo": {"token": self.trustd_token.expose_secret()},
             "certs": {
                 "etcd": pair(&self.etcd_ca),
-                "k8s": pair(&self.kubernetes_ca),
+                // During a rotation, the CAs the service issues from.
+                "k8s": pair(self.issuer(crate::rotation::Authority::Kubernetes)),
                 "k8saggregator": pair(&self.aggregator_ca),
                 "k8sserviceaccount": {"key": b64(self.service_account_key.expose_secret())},
-                "os": pair(&self.os_ca),
+                "os": pair(self.issuer(crate::rotation::Authority::Os)),
             },
         })
     }

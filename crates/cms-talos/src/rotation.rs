@@ -239,6 +239,28 @@ mod tests {
     }
 
     #[test]
+    fn the_export_holds_the_ca_the_service_issues_from() {
+        let mut bundle = bundle();
+        let old = bundle.os_ca().cert_pem().to_string();
+        bundle.begin_rotation(Authority::Os).unwrap();
+        let new = bundle.rotation(Authority::Os).unwrap().incoming.cert_pem().to_string();
+        let exported = |bundle: &SecretsBundle| {
+            let yaml = bundle.to_secrets_yaml().unwrap();
+            let value: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+            let crt = value["certs"]["os"]["crt"].as_str().unwrap().to_string();
+            String::from_utf8(
+                base64::Engine::decode(&base64::engine::general_purpose::STANDARD, crt).unwrap(),
+            )
+            .unwrap()
+        };
+        assert_eq!(exported(&bundle), old);
+        bundle.advance_rotation(Authority::Os).unwrap();
+        assert_eq!(exported(&bundle), old, "accepting");
+        bundle.advance_rotation(Authority::Os).unwrap();
+        assert_eq!(exported(&bundle), new, "switched");
+    }
+
+    #[test]
     fn one_rotation_per_authority_and_it_survives_sealing() {
         let mut bundle = bundle();
         bundle.begin_rotation(Authority::Kubernetes).unwrap();

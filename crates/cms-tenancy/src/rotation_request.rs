@@ -68,7 +68,11 @@ pub async fn request_rotation(
         )));
     }
     let rotation = rotations.begin(name, authorities).await?;
-    wake(tenancy, name, now).await?;
+    // Begun: the reconciler finds it in the bundle at its next pass even
+    // when this wake-up does not go through.
+    if let Err(err) = wake(tenancy, name, now).await {
+        tracing::warn!(tenant = name, %err, "the CA rotation is begun; the reconciler takes it up at its next pass");
+    }
     let status = CaRotationStatus {
         authorities: rotation
             .authorities
@@ -80,10 +84,17 @@ pub async fn request_rotation(
         message: None,
     };
     let written = status.clone();
-    update_tenant_status(tenancy.store().as_ref(), name, move |current| {
-        current.ca_rotation = Some(written.clone());
+    // The reconciler, woken, may have recorded a later phase already.
+    let recorded = update_tenant_status(tenancy.store().as_ref(), name, move |current| {
+        let later = current.ca_rotation.as_ref().is_some_and(|recorded| recorded.phase != "done");
+        if !later {
+            current.ca_rotation = Some(written.clone());
+        }
     })
-    .await?;
+    .await;
+    if let Err(err) = recorded {
+        tracing::warn!(tenant = name, %err, "the CA rotation is begun; its status is written at the next pass");
+    }
     Ok(status)
 }
 

@@ -1,5 +1,5 @@
 //! A rotation of a tenant's OS and Kubernetes CAs on metal with fake
-//! nodes, 3 control planes and a worker (`docs/ca-rotation.md`): each
+//! nodes, 3 control planes and workers (`docs/ca-rotation.md`): each
 //! phase's config reaches every node in order, control planes first, once;
 //! the tenant stays ready and healthy throughout; downloads follow the
 //! phases as the docs say; and a `kill -9` while configs go out does not
@@ -127,7 +127,7 @@ async fn rotate(api: &Api, tenant: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_cas_rotate_node_by_node_with_the_tenant_ready_and_downloads_following() {
     let engine = Engine::new();
-    let live = Live::start(&engine, "rotate", (3, 1), |options| options).await;
+    let live = Live::start(&engine, "rotate", (3, 2), |options| options).await;
     let api = live.api();
     let dir = tempfile::tempdir().unwrap();
     let old_os = live.bundle.os_ca().cert_pem().to_string();
@@ -140,7 +140,7 @@ async fn both_cas_rotate_node_by_node_with_the_tenant_ready_and_downloads_follow
 
     // Held at the worker, the last in order, in `accepting`: every control
     // plane took the phase's config; downloads from before still work.
-    let worker = &live.cluster.node("workers-0").node;
+    let worker = &live.cluster.node("workers-1").node;
     worker.hold(Some(Method::ApplyConfiguration));
     let answered = rotate(&api, "rotate").await;
     assert_eq!(
@@ -152,7 +152,7 @@ async fn both_cas_rotate_node_by_node_with_the_tenant_ready_and_downloads_follow
     })
     .await;
     assert_eq!(phase(&live).await, "accepting");
-    assert_eq!(talosconfig_works(&live, &talos_before).await, [true; 4]);
+    assert_eq!(talosconfig_works(&live, &talos_before).await, [true; 5]);
     assert!(kubectl_works(dir.path(), "before", &kube_before));
     let again = api.post("/api/v1/tenants/rotate/rotate-ca", &json!({"authorities": ["os"]})).await;
     again.expect_error(409, "Conflict");
@@ -167,8 +167,8 @@ async fn both_cas_rotate_node_by_node_with_the_tenant_ready_and_downloads_follow
     assert_eq!(phase(&live).await, "swapping");
     let talos_during = download(&api, "rotate", "talosconfig").await;
     let kube_during = download(&api, "rotate", "kubeconfig").await;
-    assert_eq!(talosconfig_works(&live, &talos_before).await, [true; 4]);
-    assert_eq!(talosconfig_works(&live, &talos_during).await, [true; 4]);
+    assert_eq!(talosconfig_works(&live, &talos_before).await, [true; 5]);
+    assert_eq!(talosconfig_works(&live, &talos_during).await, [true; 5]);
     assert!(kubectl_works(dir.path(), "during", &kube_during));
     first.hold(None);
 
@@ -202,7 +202,11 @@ async fn both_cas_rotate_node_by_node_with_the_tenant_ready_and_downloads_follow
     for index in 0..3 {
         phase_seqs[index].sort_by_key(|(_, seq)| *seq);
         let order: Vec<&str> = phase_seqs[index].iter().map(|(machine, _)| machine.as_str()).collect();
-        assert_eq!(order, ["cp-0", "cp-1", "cp-2", "workers-0"], "phase {index} goes node by node");
+        assert_eq!(
+            order,
+            ["cp-0", "cp-1", "cp-2", "workers-0", "workers-1"],
+            "phase {index} goes node by node"
+        );
         if index > 0 {
             let last_before = phase_seqs[index - 1].iter().map(|(_, seq)| *seq).max().unwrap();
             assert!(
@@ -213,11 +217,11 @@ async fn both_cas_rotate_node_by_node_with_the_tenant_ready_and_downloads_follow
     }
 
     // Downloads: those from before are refused now, later ones work.
-    assert_eq!(talosconfig_works(&live, &talos_before).await, [false; 4]);
+    assert_eq!(talosconfig_works(&live, &talos_before).await, [false; 5]);
     assert!(!kubectl_works(dir.path(), "before", &kube_before));
-    assert_eq!(talosconfig_works(&live, &talos_during).await, [true; 4]);
+    assert_eq!(talosconfig_works(&live, &talos_during).await, [true; 5]);
     assert!(kubectl_works(dir.path(), "during", &kube_during));
-    assert_eq!(talosconfig_works(&live, &talos_after).await, [true; 4]);
+    assert_eq!(talosconfig_works(&live, &talos_after).await, [true; 5]);
     let kube_after = download(&api, "rotate", "kubeconfig").await;
     assert!(kubectl_works(dir.path(), "after", &kube_after));
 

@@ -70,7 +70,10 @@ async fn each_phase_reaches_every_machine_in_turn_and_a_silent_machine_holds_it(
     let store = f.store.as_ref();
     let sent_before = hosts.applied.lock().unwrap().len();
 
-    // The worker does not answer: the control planes take the accepting
+    // `generated` changes no config: the first pass moves on.
+    reconcile("acme", &f.ctx).await.unwrap();
+    assert_eq!(*rotations.advanced.lock().unwrap(), ["accepting"]);
+    // The worker stops answering: the control planes take the accepting
     // config, and the rotation waits for the worker, saying why.
     hosts.off.lock().unwrap().insert("workers-0".into());
     for _ in 0..3 {

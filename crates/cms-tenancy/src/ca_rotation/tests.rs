@@ -69,3 +69,17 @@ async fn refusals_change_nothing() {
     assert!(matches!(rotations.begin("nope", &[Authority::Os]).await, Err(TenancyError::NoSecrets(_))));
     assert_eq!(store.secrets("t1".into()).await.unwrap(), sealed);
 }
+
+#[tokio::test]
+async fn a_lost_compare_and_swap_is_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, secrets, _) = setup(&dir).await;
+    let mut sealed = cms_store::MockSealed::new();
+    // Another writer changed the bytes between the read and the write.
+    sealed.expect_replace_secrets().returning(|_, _, _| Ok(false));
+    let rotations = SealedRotations::new(store.clone(), Arc::new(sealed), secrets);
+    let before = store.secrets("t1".into()).await.unwrap();
+    let err = rotations.begin("t1", &[Authority::Os]).await.unwrap_err();
+    assert!(matches!(err, TenancyError::Conflict(ref m) if m.contains("changed meanwhile")), "{err}");
+    assert_eq!(store.secrets("t1".into()).await.unwrap(), before);
+}
