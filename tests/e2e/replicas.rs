@@ -161,6 +161,15 @@ async fn a_database_outage_gives_503_and_heals() {
     let server = replica(Server::options(), &url).start().await;
     let api = server.api();
     api.post(TENANTS, &tenant("before")).await.expect(201);
+    // Each create's answer, kept apart from the other calls': a create
+    // acknowledged with 201 must be there after the outage; one answered
+    // 503 may or may not have committed.
+    let mut creates: Vec<(String, u16)> = vec![("before".into(), 201)];
+    let mut create = async |name: String| {
+        let status = api.post(TENANTS, &tenant(&name)).await.status;
+        creates.push((name, status));
+        status
+    };
 
     postgres.stop();
     let until = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -168,7 +177,7 @@ async fn a_database_outage_gives_503_and_heals() {
     let mut index = 0;
     while tokio::time::Instant::now() < until {
         index += 1;
-        statuses.push(api.post(TENANTS, &tenant(&format!("during-{index}"))).await.status);
+        create(format!("during-{index}")).await;
         statuses.push(api.get("/readyz").await.status);
         let read = api.get(&tenant_path("before")).await;
         statuses.push(read.status);
@@ -180,21 +189,45 @@ async fn a_database_outage_gives_503_and_heals() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     postgres.restart();
-    assert!(statuses.contains(&503), "{statuses:?}");
-    assert!(
-        statuses.iter().all(|status| *status < 500 || *status == 503),
-        "no 500 during the outage: {statuses:?}"
-    );
-
+    // Creates while the service heals, until one is acknowledged.
+    let healing = tokio::time::Instant::now() + CONVERGE;
+    for index in 1.. {
+        if create(format!("healing-{index}")).await == 201 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < healing, "a create is acknowledged after the outage");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     eventually("readiness after the outage", CONVERGE, || async {
         (api.get("/readyz").await.status == 200).then_some(())
     })
     .await;
     api.post(TENANTS, &tenant("after")).await.expect(201);
+    creates.push(("after".into(), 201));
     let list = api.send(api.request(Method::GET, &format!("{TENANTS}?limit=1000"))).await.expect(200);
     let names: Vec<&str> =
         list["items"].as_array().unwrap().iter().filter_map(|t| t["metadata"]["name"].as_str()).collect();
-    assert!(names.contains(&"before") && names.contains(&"after"), "{names:?}");
+    let lost: Vec<&str> = creates
+        .iter()
+        .filter(|(name, status)| *status == 201 && !names.contains(&name.as_str()))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "every acknowledged create is there after the outage: lost {lost:?} of {creates:?}"
+    );
+    let during: Vec<u16> =
+        creates.iter().filter(|(name, _)| name.starts_with("during-")).map(|(_, status)| *status).collect();
+    assert!(during.contains(&503), "creates during the outage are refused with 503: {creates:?}");
+    statuses.extend(creates.iter().map(|(_, status)| *status));
+    assert!(
+        statuses.iter().all(|status| *status < 500 || *status == 503),
+        "no 500 during the outage: {statuses:?}"
+    );
+    assert!(
+        creates.iter().all(|(_, status)| [201, 503].contains(status)),
+        "a create is acknowledged or refused: {creates:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

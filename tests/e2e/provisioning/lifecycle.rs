@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::cluster::fake_cluster;
 use super::{CONVERGE, Engine, converged, eventually, host_address, machine_ids, metal_tenant, provisioned};
+use crate::metrics::{scrape, value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metal_tenant_lifecycle() {
@@ -221,15 +222,23 @@ async fn idle_resync_runs_nothing_even_after_a_restart() {
     let stopped = server.terminate().await;
     let runs = engine.runs().len();
     let server = stopped.restart().await;
-    // Several resync intervals (1s each) pass.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let api = server.api();
+    // The restarted server reconciles every tenant once at start, then again
+    // at each resync (1s): three reconciles per tenant take at least two
+    // resyncs, and each one ended before it was counted.
+    let reconciles = eventually("three reconciles per tenant", CONVERGE, || async {
+        let reconciles = value(&scrape(&api).await, "cms_reconciles_total", &[("outcome", "ok")]);
+        (reconciles >= 3.0 * IDLE_TENANTS as f64).then_some(reconciles)
+    })
+    .await;
     assert_eq!(
         engine.runs().len(),
         runs,
-        "resyncs of unchanged tenants ran the tool: {:?}",
+        "{reconciles} reconciles of unchanged tenants ran the tool: {:?}",
         &engine.runs()[runs..]
     );
-    provisioned(&server.api(), "idle-0").await;
+    assert_eq!(value(&scrape(&api).await, "cms_tool_runs_total", &[]), 0.0);
+    provisioned(&api, "idle-0").await;
 }
 
 /// Whether process `pid` runs: it is in `/proc` and not a zombie.

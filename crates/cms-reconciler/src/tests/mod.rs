@@ -22,11 +22,13 @@ use crate::{Action, Context, reconcile};
 
 mod ca_rotation;
 mod cluster;
+mod controller;
 mod drift;
 mod fakes;
 mod hosts;
 mod kubernetes;
 mod leader;
+mod leaving_bounds;
 mod liveness;
 mod named_removal;
 mod reboots;

@@ -1,6 +1,7 @@
 //! Rolling Talos upgrades and the one bootstrap, against [`Upgradable`]
 //! nodes: control planes one at a time, then workers in batches; a failed
-//! upgrade pauses the rollout until its annotation goes.
+//! upgrade pauses the rollout until its annotation goes, and one that does
+//! not finish in time pauses it until the spec changes again.
 
 use super::*;
 
@@ -13,6 +14,8 @@ pub(super) struct Upgradable {
     pub(super) down: Mutex<std::collections::HashSet<String>>,
     pub(super) upgrades: Mutex<Vec<String>>,
     pub(super) fail: Mutex<Option<String>>,
+    /// A machine that takes its `Upgrade` but keeps its version.
+    pub(super) stuck: Mutex<Option<String>>,
     pub(super) bootstraps: Mutex<Vec<String>>,
 }
 
@@ -90,6 +93,9 @@ impl NodeClient for Upgradable {
         self.upgrades.lock().unwrap().push(node.machine.clone());
         if self.fail.lock().unwrap().as_deref() == Some(node.machine.as_str()) {
             return Err(refused("the disk is full"));
+        }
+        if self.stuck.lock().unwrap().as_deref() == Some(node.machine.as_str()) {
+            return Ok(());
         }
         let mut down = self.down.lock().unwrap();
         if node.machine.starts_with("cp") {
@@ -195,6 +201,74 @@ async fn a_failed_upgrade_pauses_until_the_annotation_goes() {
     assert!(tenant(f.store.as_ref(), "acme").status.ready);
     assert_eq!(nodes.upgrades.lock().unwrap().len(), 1 + 6);
     assert_eq!(machine_message("cp-1"), "", "resumed and done: the note is gone");
+}
+
+#[tokio::test]
+async fn an_upgrade_that_does_not_finish_in_time_pauses_until_the_spec_changes_again() {
+    let nodes = Arc::new(Upgradable::default());
+    *nodes.stuck.lock().unwrap() = Some("cp-1".into());
+    let f = fixture(nodes.clone()).await;
+    let store = f.store.as_ref();
+    upgradable_tenant(&f, "1.14.0").await;
+    reconcile("acme", &f.ctx).await.unwrap();
+    upgradable_tenant(&f, "1.14.1").await;
+    assert_eq!(store.get(&Key::tenant("acme")).unwrap().generation, 2);
+    // cp-1 takes its `Upgrade` but keeps answering with its old version.
+    for _ in 0..3 {
+        let action = reconcile("acme", &f.ctx).await.unwrap();
+        assert_eq!(action, Action::Requeue(crate::rollout::UPGRADE_POLL), "still in flight");
+    }
+    assert_eq!(nodes.upgrades.lock().unwrap().clone(), ["cp-1"]);
+    let flying = super::hosts::machine(store, "cp-1");
+    assert!(flying.metadata.annotations[crate::UPGRADING_ANNOTATION].starts_with("1.14.1 "));
+    assert!(!tenant(store, "acme").metadata.annotations.contains_key(crate::PAUSED_ANNOTATION));
+
+    // Past the upgrade timeout: the rollout pauses at the generation it ran.
+    let late = chrono::Duration::from_std(crate::UPGRADE_TIMEOUT).unwrap() + chrono::Duration::minutes(1);
+    super::hosts::backdate(store, "cp-1", crate::UPGRADING_ANNOTATION, late).await;
+    reconcile("acme", &f.ctx).await.unwrap();
+    let paused = tenant(store, "acme");
+    let at = paused.metadata.annotations.get(crate::PAUSED_ANNOTATION).cloned();
+    assert_eq!(at, Some(format!("2 {}", crate::UPGRADING)), "paused at generation 2");
+    let stopped = condition(&paused.status, crate::UPGRADING);
+    assert_eq!((stopped.status.as_str(), stopped.reason.as_str()), ("False", "Paused"));
+    assert_eq!(
+        stopped.message,
+        "machine cp-1 did not finish its step (upgrading, 1.14.1) within 900s: it runs 1.14.0"
+    );
+    let given_up = super::hosts::machine(store, "cp-1");
+    assert!(!given_up.metadata.annotations.contains_key(crate::UPGRADING_ANNOTATION), "given up");
+    let said = given_up.status.message.unwrap_or_default();
+    assert!(said.starts_with("the rollout paused at this machine: machine cp-1 did not finish"), "{said}");
+
+    // The node is fixed, but the rollout stays paused: nothing is upgraded.
+    *nodes.stuck.lock().unwrap() = None;
+    for _ in 0..3 {
+        reconcile("acme", &f.ctx).await.unwrap();
+    }
+    assert_eq!(nodes.upgrades.lock().unwrap().clone(), ["cp-1"], "nothing moves while paused");
+    assert_eq!(condition(&tenant(store, "acme").status, crate::UPGRADING).reason, "Paused");
+
+    // A new spec change (any, here the workers' parallelism), its
+    // annotations kept: the rollout resumes and finishes.
+    let mut spec = serde_json::to_value(tenant(store, "acme").spec).unwrap();
+    spec["nodeGroups"][1]["maxParallelism"] = json!(3);
+    super::hosts::respec(store, spec).await;
+    assert_eq!(store.get(&Key::tenant("acme")).unwrap().generation, 3);
+    for _ in 0..20 {
+        reconcile("acme", &f.ctx).await.unwrap();
+    }
+    let resumed = tenant(store, "acme");
+    assert!(resumed.status.ready, "{:?}", resumed.status);
+    assert!(!resumed.metadata.annotations.contains_key(crate::PAUSED_ANNOTATION));
+    let upgrades = nodes.upgrades.lock().unwrap().clone();
+    assert_eq!(upgrades.iter().filter(|m| *m == "cp-1").count(), 2, "cp-1 started anew: {upgrades:?}");
+    assert_eq!(upgrades.len(), 1 + 6, "{upgrades:?}");
+    assert!(
+        machines(store, "acme")
+            .iter()
+            .all(|m| m.status.talos_version.as_deref() == Some("1.14.1") && m.status.message.is_none())
+    );
 }
 
 #[tokio::test]

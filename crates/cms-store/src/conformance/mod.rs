@@ -4,12 +4,15 @@
 
 mod accounts;
 mod audit;
+mod batch_sizes;
+mod durability;
 mod leases;
 mod limits;
 mod patch_refs;
 mod resources;
 mod secrets;
 mod selections;
+mod status_writers;
 mod tool_runs;
 mod watch;
 
@@ -46,6 +49,7 @@ macro_rules! conformance_suite {
             audit_records_never_fail_concurrent_writes, token_touches_never_fail_concurrent_writes,
             a_tenant_put_is_one_event_with_the_condition, the_condition_follows_the_patches,
             status_writes_keep_the_condition, tenants_without_refs_never_get_the_condition,
+            concurrent_status_writers_keep_each_others_fields, the_database_commits_durably,
             concurrent_group_creates_share_the_machine_cap, the_machine_cap_refuses_growth_but_not_shrinking);
     };
     (@cases $url:expr; $($case:ident),* $(,)?) => {
@@ -61,12 +65,14 @@ macro_rules! conformance_suite {
 
 pub use accounts::*;
 pub use audit::*;
+pub use durability::*;
 pub use leases::*;
 pub use limits::*;
 pub use patch_refs::*;
 pub use resources::*;
 pub use secrets::*;
 pub use selections::*;
+pub use status_writers::*;
 pub use tool_runs::*;
 pub use watch::*;
 

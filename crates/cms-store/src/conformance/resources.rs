@@ -4,6 +4,7 @@
 use cms_model::{Kind, Page};
 use serde_json::json;
 
+use super::batch_sizes::BatchSizes;
 use super::{body, event_of, group, group_names, next_event, open, tenant_draft};
 use crate::api::{Deleted, Draft, EventType, Key, Store};
 use crate::error::StoreError;
@@ -246,9 +247,12 @@ pub async fn projections(url: &str) {
     assert_eq!(store.projection(None).await.expect("read"), Some(vec![item]));
 }
 
-/// Writes queued together share a transaction, yet each fails or succeeds
+/// Writes queued together share a transaction (a batch of more than one is
+/// committed, as [`crate::BATCH_SIZE`] records), yet each fails or succeeds
 /// on its own, and what commits matches what a fresh load reads back.
 pub async fn batched_writes_fail_alone(url: &str) {
+    let sizes = BatchSizes::default();
+    let _recording = metrics::set_default_local_recorder(&sizes);
     let store = open(url).await;
     let base = Key::tenant("base");
     store.create(base.clone(), tenant_draft("1.31.0", Some(vec![group("g", 1)]))).await.expect("create");
@@ -288,6 +292,11 @@ pub async fn batched_writes_fail_alone(url: &str) {
         ("update ok", 1),
     ];
     assert_eq!(outcomes, expected.map(|(k, v)| (k.to_string(), v)).into_iter().collect());
+    let committed = sizes.seen();
+    assert!(
+        committed.iter().any(|&size| size > 1.0),
+        "writes waiting together commit in one batch: {committed:?}"
+    );
     assert_eq!(store.get(&base).expect("base").resource_version, 2);
     // 2 events for the base and its group, 12 × 3 for the new tenants, 2 for
     // the update.

@@ -3,6 +3,7 @@
 //! embedded database's backup and restore.
 
 mod backup;
+mod migrations;
 mod outage;
 mod postgres;
 mod proxy;
