@@ -105,8 +105,8 @@ impl BackupStore for DirStore {
                 file.write_all(&chunk).await?;
                 size += chunk.len() as u64;
             }
-            file.sync_all().await?;
-            tokio::fs::rename(&partial, &path).await?;
+            disk::sync(&file).await?;
+            disk::rename(&partial, &path).await?;
             Ok::<u64, BackupError>(size)
         }
         .await;
@@ -115,7 +115,7 @@ impl BackupStore for DirStore {
         }
         let size = written?;
         // The rename is durable once the directory is flushed too.
-        tokio::fs::File::open(&dir).await?.sync_all().await?;
+        disk::sync_dir(&dir).await?;
         Ok(size)
     }
 
@@ -151,6 +151,52 @@ impl BackupStore for DirStore {
     }
 }
 
+/// The steps that make a [`DirStore`] write durable, each noted in order
+/// for the unit tests (`tests::a_write_is_flushed_before_it_is_renamed`).
+mod disk {
+    use std::io;
+    use std::path::Path;
+
+    /// Flushes `file`'s data to disk.
+    pub(super) async fn sync(file: &tokio::fs::File) -> io::Result<()> {
+        file.sync_all().await?;
+        note(Step::Sync);
+        Ok(())
+    }
+
+    /// Renames `from` to `to`, replacing it.
+    pub(super) async fn rename(from: &Path, to: &Path) -> io::Result<()> {
+        tokio::fs::rename(from, to).await?;
+        note(Step::Rename);
+        Ok(())
+    }
+
+    /// Flushes the directory `dir`, so that a rename in it is durable.
+    pub(super) async fn sync_dir(dir: &Path) -> io::Result<()> {
+        tokio::fs::File::open(dir).await?.sync_all().await?;
+        note(Step::SyncDir);
+        Ok(())
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Step {
+        Sync,
+        Rename,
+        SyncDir,
+    }
+
+    #[cfg(test)]
+    thread_local! {
+        /// The steps taken on this thread, oldest first.
+        pub(super) static STEPS: std::cell::RefCell<Vec<Step>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    fn note(_step: Step) {
+        #[cfg(test)]
+        STEPS.with(|steps| steps.borrow_mut().push(_step));
+    }
+}
+
 /// The keys under `root` that start with `prefix`, sorted, read from the
 /// folder the prefix names down; files being written are left out.
 fn walk(root: &Path, prefix: &str) -> Result<Vec<String>, BackupError> {
@@ -176,4 +222,26 @@ fn walk(root: &Path, prefix: &str) -> Result<Vec<String>, BackupError> {
     }
     keys.sort();
     Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use disk::{STEPS, Step};
+
+    #[tokio::test]
+    async fn a_write_is_flushed_before_it_is_renamed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirStore::new(dir.path());
+        STEPS.with(|steps| steps.borrow_mut().clear());
+        let data: ByteStream = Box::pin(futures_util::stream::iter([Ok(Bytes::from_static(b"snapshot"))]));
+        store.put("acme/1.etcd", data).await.unwrap();
+        let steps = STEPS.with(|steps| steps.borrow().clone());
+        assert_eq!(
+            steps,
+            [Step::Sync, Step::Rename, Step::SyncDir],
+            "the file is flushed, renamed, then its directory flushed"
+        );
+        assert_eq!(std::fs::read(dir.path().join("acme/1.etcd")).unwrap(), b"snapshot");
+    }
 }

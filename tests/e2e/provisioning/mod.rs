@@ -47,8 +47,9 @@ fn engine_path() -> PathBuf {
 }
 
 /// The wrapper around the engine, and its control directory: a file
-/// `gate` holds every run; `fail-<verb>`, `hang-<verb>` and
-/// `garbage-<verb>` make that verb fail, hang or print garbage.
+/// `gate` holds every run, `gate-<verb>` the runs of that verb;
+/// `fail-<verb>`, `hang-<verb>` and `garbage-<verb>` make that verb fail,
+/// hang or print garbage.
 pub(crate) struct Engine {
     dir: TempDir,
 }
@@ -66,7 +67,7 @@ impl Engine {
         let script = format!(
             "#!/bin/sh\nctl={ctl}\necho \"$1\" >> $ctl/runs.log\necho $$ >> $ctl/pids\n\
              echo \"start $(date +%s%N) $$ $1 $(basename $PWD)\" >> $ctl/spans\n\
-             while [ -e $ctl/gate ]; do sleep 0.1; done\n\
+             while [ -e $ctl/gate ] || [ -e \"$ctl/gate-$1\" ]; do sleep 0.1; done\n\
              if [ -e $ctl/opentofu ] && [ \"$1\" = version ]; then echo 'OpenTofu v1.10.0'; echo 'on linux_amd64'; exit 0; fi\n\
              printf '%s %s\\n' \"$1\" \"${{TF_ENCRYPTION:-none}}\" >> $ctl/encryption.log\n\
              if [ -e \"$ctl/fail-$1\" ]; then echo \"injected failure of $1\" >&2; exit 1; fi\n\

@@ -1,11 +1,14 @@
 //! cms-backup's tests: the file format's round trip and tamper detection,
 //! streaming without holding a backup, the directory store, and the S3
-//! store against a real S3 API (moto), and the scheduler.
+//! store against a real S3 API (moto), the scheduler and its lease, and
+//! taking backups: from which control plane, one at a time.
 
 mod format;
+mod renewal;
 mod s3;
 mod schedule;
 mod store;
+mod take;
 
 use bytes::Bytes;
 use cms_backup::{BackupError, ByteStream};

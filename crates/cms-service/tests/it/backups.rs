@@ -1,6 +1,7 @@
 //! `/tenants/{name}/backups` over the real app, store and directory store,
 //! with a mocked node client: what is taken is what is downloaded and
-//! restored, a corrupt backup reaches no node, and who may do what.
+//! restored, a corrupt backup reaches no node, a second backup while one
+//! runs is a 409, and who may do what.
 
 use std::sync::{Arc, Mutex};
 
@@ -181,4 +182,58 @@ async fn unknown_tenants_and_backups_are_404_and_no_control_plane_is_409() {
     let unconfigured = AppState { backups: None, ..h.state.clone() };
     let service = test::init_service(cms_service::app(unconfigured)).await;
     assert_eq!(call(&service, TestRequest::get().uri("/api/v1/tenants/acme/backups"), &token).await.0, 503);
+}
+
+#[actix_web::test]
+async fn a_backup_asked_for_while_one_runs_is_409() {
+    let h = harness().await;
+    h.tenant("acme").await;
+    control_plane(&h, "acme").await;
+    // The snapshot is held until `gate` opens; each one started is announced.
+    let (gate, open) = tokio::sync::watch::channel(false);
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+    let mut held = MockNodeClient::new();
+    held.expect_etcd_status().returning(|_| {
+        Ok(EtcdMemberStatus {
+            member_id: 7,
+            leader: 7,
+            protocol_version: "3.5.0".into(),
+            db_size: 0,
+            raft_index: 1,
+            raft_term: 1,
+            errors: Vec::new(),
+            is_learner: false,
+        })
+    });
+    held.expect_version().returning(|_| Ok("1.14.0".into()));
+    held.expect_etcd_snapshot().returning(move |_| {
+        let _ = started_tx.send(());
+        let mut open = open.clone();
+        Ok(Box::pin(async_stream::stream! {
+            let _ = open.wait_for(|open| *open).await;
+            yield Ok(snapshot());
+        }))
+    });
+    let backups = Backups::new(
+        h.store.clone(),
+        Arc::new(held),
+        h.state.tenancy.secrets().clone(),
+        Arc::new(DirStore::new(h.dir().join("backups"))),
+    );
+    let app = test::init_service(app(h.state.clone().with_backups(backups))).await;
+    let token = h.token.clone();
+
+    let first = call(&app, TestRequest::post().uri("/api/v1/tenants/acme/backups"), &token);
+    let second = async {
+        started.recv().await.expect("the first backup's snapshot starts");
+        let refused = call(&app, TestRequest::post().uri("/api/v1/tenants/acme/backups"), &token).await;
+        gate.send_replace(true);
+        refused
+    };
+    let ((first, _), (status, body)) = futures_util::join!(first, second);
+    assert_eq!(status, 409, "{body:?}");
+    let body = parse(&body);
+    assert_eq!((body["code"].as_str(), body["status"].as_u64()), (Some("Conflict"), Some(409)));
+    assert!(body["error"].as_str().unwrap().contains("already running"), "{body}");
+    assert_eq!(first, 201);
 }
