@@ -2,7 +2,8 @@
 //! `cms login --sso` with the redirect completed by the test, IdP groups
 //! mapped to roles (a user in two groups gets the higher role), a removed
 //! group losing its access at the next sign-in, a user in no mapped group
-//! turned away, the server's own checks of state and PKCE verifier, the
+//! turned away, the server's own checks of state (a real one replayed at
+//! another redirect URI included) and PKCE verifier, the
 //! groups in the kubeconfig's certificate, and the audit log naming the
 //! identity's source, issuer and subject.
 
@@ -32,14 +33,9 @@ pub(crate) async fn sso_server(provider: &OidcProvider) -> Server {
 /// The redirect URI a client on this machine would listen on.
 const REDIRECT: &str = "http://127.0.0.1:9/callback";
 
-/// A sign-in of `sub` through the API as a client would make it, with the
-/// verifier `verifier` presented at the end: the token endpoint's answer.
-pub(crate) async fn api_sign_in(
-    api: &Api,
-    provider: &OidcProvider,
-    sub: &str,
-    verifier: Option<&str>,
-) -> (u16, Value) {
+/// A sign-in of `sub` through the API as a client would make it, up to the
+/// provider's answer: the code, the state and the client's real verifier.
+async fn provider_answer(api: &Api, provider: &OidcProvider, sub: &str) -> (String, String, String) {
     let real = URL_SAFE_NO_PAD.encode([7u8; 32]);
     let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(real.as_bytes()));
     let start = json!({"redirectUri": REDIRECT, "codeChallenge": challenge});
@@ -52,7 +48,19 @@ pub(crate) async fn api_sign_in(
     let query = location.split_once('?').expect("a query").1;
     let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
     let get = |name: &str| pairs.iter().find(|(key, _)| key == name).expect(name).1.clone();
-    let body = json!({"code": get("code"), "state": get("state"), "codeVerifier": verifier.unwrap_or(&real),
+    (get("code"), get("state"), real)
+}
+
+/// A sign-in of `sub` through the API as a client would make it, with the
+/// verifier `verifier` presented at the end: the token endpoint's answer.
+pub(crate) async fn api_sign_in(
+    api: &Api,
+    provider: &OidcProvider,
+    sub: &str,
+    verifier: Option<&str>,
+) -> (u16, Value) {
+    let (code, state, real) = provider_answer(api, provider, sub).await;
+    let body = json!({"code": code, "state": state, "codeVerifier": verifier.unwrap_or(&real),
         "redirectUri": REDIRECT});
     let reply = api.post("/api/v1/auth/sso/token", &body).await;
     (reply.status, reply.json())
@@ -195,4 +203,25 @@ async fn the_server_checks_what_the_provider_does_not() {
     let start =
         json!({"redirectUri": REDIRECT, "codeChallenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"});
     plain.api().with_token(None).post("/api/v1/auth/sso/start", &start).await.expect_error(404, "NotFound");
+}
+
+#[tokio::test]
+async fn a_real_state_is_refused_at_another_redirect_uri() {
+    let provider = OidcProvider::start().await;
+    provider.set_user("carol", json!({"email": "carol@example.com", "groups": ["devs"]})).await;
+    let server = sso_server(&provider).await;
+    let anonymous = server.api().with_token(None);
+    let (code, state, verifier) = provider_answer(&anonymous, &provider, "carol").await;
+
+    // The state this server signed for REDIRECT, replayed with another
+    // loopback address: refused before the code is spent.
+    let elsewhere = "http://127.0.0.1:10/callback";
+    let replayed = json!({"code": code, "state": state, "codeVerifier": verifier, "redirectUri": elsewhere});
+    let message = anonymous.post("/api/v1/auth/sso/token", &replayed).await.expect_error(401, "Unauthorized");
+    assert!(message.contains("another address"), "{message}");
+
+    // The same answer at the address it began with signs in.
+    let right = json!({"code": code, "state": state, "codeVerifier": verifier, "redirectUri": REDIRECT});
+    let reply = anonymous.post("/api/v1/auth/sso/token", &right).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
 }

@@ -290,6 +290,40 @@ mod tests {
         assert!(self::tokens(2, Duration::from_secs(1)).verify_state(&state).is_err());
     }
 
+    /// A state signed with this server's key `age` seconds ago, as
+    /// `issue_state` would have made it then (there is no clock to move).
+    fn state_issued_ago(age: i64) -> String {
+        let iat = Utc::now().timestamp() - age;
+        let claims = StateClaims {
+            iss: ISSUER.into(),
+            aud: STATE_AUDIENCE.into(),
+            iat,
+            exp: iat + STATE_LIFETIME_SECONDS,
+            typ: STATE_TYPE.into(),
+            nonce: "n".into(),
+            redirect_uri: "http://127.0.0.1:1/cb".into(),
+            challenge: "c".into(),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&[1; 32]))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_state_lives_ten_minutes_and_is_refused_after() {
+        let tokens = tokens(1, Duration::from_secs(3600));
+        let issued = tokens.issue_state("n", "http://127.0.0.1:1/cb", "c").unwrap();
+        let data = jsonwebtoken::decode::<StateClaims>(&issued, &tokens.decoding, &tokens.state_validation);
+        let claims = data.unwrap().claims;
+        assert_eq!(claims.exp - claims.iat, 600, "a sign-in may take ten minutes");
+        assert!(tokens.verify_state(&state_issued_ago(STATE_LIFETIME_SECONDS - 60)).is_ok());
+        let late = STATE_LIFETIME_SECONDS + LEEWAY_SECONDS as i64 + 5;
+        let refused = tokens.verify_state(&state_issued_ago(late));
+        assert!(
+            matches!(refused, Err(AuthError::Unauthorized(message)) if message.contains("took too long")),
+            "{refused:?}"
+        );
+    }
+
     #[test]
     fn sso_claims_travel_in_the_token() {
         let tokens = tokens(1, Duration::from_secs(3600));

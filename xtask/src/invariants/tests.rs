@@ -1,4 +1,4 @@
-//! Tests of the settings check, of the pinned dependency edges, and of the deployment artifacts in `deploy/`:
+//! Tests of the settings check, of the switched-off-tests check (each attribute form caught, mentions passed), of the pinned dependency edges, and of the deployment artifacts in `deploy/`:
 //! they parse as YAML and hold the facts the operator guide promises.
 
 use serde_json::Value;
@@ -267,4 +267,59 @@ fn the_systemd_unit_is_hardened() {
     ] {
         assert!(unit.lines().any(|l| l == line), "cms.service lacks {line}");
     }
+}
+
+/// The forbidden attributes of `source`; the cases below spell them in
+/// strings, which the check itself must let pass in this very file.
+fn switched_off(source: &str) -> Vec<String> {
+    attributes::switched_off(source).unwrap_or_else(|err| panic!("{source} does not parse: {err}"))
+}
+
+#[test]
+fn every_form_of_a_switched_off_test_is_caught() {
+    let cases = [
+        "#[test] #[ignore] fn t() {}",
+        "#[test] #[ignore = \"slow\"] fn t() {}",
+        "#[test] #[should_panic] fn t() {}",
+        "#[test] #[should_panic(expected = \"boom\")] fn t() {}",
+        "#[test] #[cfg_attr(windows, ignore)] fn t() {}",
+        "#[test] #[cfg_attr(not(feature = \"pg\"), ignore = \"needs pg\")] fn t() {}",
+        "#[test] #[cfg_attr(any(unix, windows), should_panic(expected = \"x\"))] fn t() {}",
+        "#[test] #[cfg_attr(all(), inline, ignore)] fn t() {}",
+        "#[test] #[cfg_attr(unix, cfg_attr(target_os = \"linux\", ignore))] fn t() {}",
+        "mod m { #[cfg(test)] mod tests { #[tokio::test] #[ignore] async fn t() {} } }",
+        "struct S; impl S { #[ignore] fn t() {} }",
+        "macro_rules! tests { () => { #[test] #[ignore] fn t() {} }; }",
+        "some_macro! { #[test] #[cfg_attr(unix, should_panic)] fn t() {} }",
+        "#[test] #[::core::prelude::v1::ignore] fn t() {}",
+    ];
+    for case in cases {
+        let found = switched_off(case);
+        assert_eq!(found.len(), 1, "{case}: {found:?}");
+    }
+    let found = switched_off("#[test] #[cfg_attr(unix, ignore)] fn named() {}");
+    assert_eq!(found, ["#[cfg_attr(.., ignore)] on `fn named`"]);
+}
+
+#[test]
+fn strings_comments_and_other_attributes_pass() {
+    let cases = [
+        "// #[ignore] is never used here\n#[test] fn t() {}",
+        "/* #[should_panic] */ #[test] fn t() {}",
+        "/// Never #[ignore] a test.\n#[test] fn t() {}",
+        "#[test] fn t() { let _ = \"#[ignore]\"; let _ = r#\"#[cfg_attr(unix, should_panic)]\"#; }",
+        "#[test] fn t() { assert!(true, \"#[should_panic]\"); }",
+        "#[test] #[cfg_attr(unix, allow(dead_code))] fn t() {}",
+        "#[test] #[cfg(unix)] fn t() {}",
+        "#[derive(Default)] struct S { #[serde(skip)] a: u8 }",
+        "fn ignore() {} fn t() { ignore(); let should_panic = 1; let _ = should_panic; }",
+    ];
+    for case in cases {
+        assert_eq!(switched_off(case), Vec::<String>::new(), "{case}");
+    }
+}
+
+#[test]
+fn a_file_that_does_not_parse_is_reported() {
+    assert!(attributes::switched_off("fn t( {").is_err());
 }

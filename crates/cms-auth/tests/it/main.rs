@@ -187,3 +187,4 @@ async fn unknown_users_take_as_long_as_wrong_passwords() {
 }
 
 mod grants;
+mod propagation;

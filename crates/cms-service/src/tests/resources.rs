@@ -66,10 +66,15 @@ async fn node_groups_are_created_and_deleted() {
     let request = json_request(TestRequest::post().uri("/api/v1/tenants/t1/node-groups"), GROUP);
     assert_eq!(call(store, request).await.status.as_u16(), 201);
 
-    for uri in ["/api/v1/tenants/t1/node-groups/w", "/api/v1/tenants/t1/configpatches/p"] {
+    // Each delete reaches the store once, with the key its path names.
+    let cases = [
+        ("/api/v1/tenants/t1/node-groups/w", Key::child(Kind::NodeGroup, "t1", "w")),
+        ("/api/v1/tenants/t1/configpatches/p", Key::child(Kind::ConfigPatch, "t1", "p")),
+    ];
+    for (uri, expected) in cases {
         let mut store = MockStore::new();
         store.expect_get().returning(|_| None);
-        store.expect_delete().returning(|_| Ok(Deleted::Removed));
+        store.expect_delete().withf(move |key| *key == expected).times(1).returning(|_| Ok(Deleted::Removed));
         let reply = call(store, TestRequest::delete().uri(uri)).await;
         assert_eq!(reply.status.as_u16(), 204);
         assert!(reply.body.is_empty());
@@ -122,9 +127,14 @@ async fn machine_status_is_written_with_its_version() {
 #[actix_web::test]
 async fn machine_delete_is_202() {
     let mut store = MockStore::new();
-    store.expect_delete().returning(|key| Ok(Deleted::Marked(object(key, 5))));
+    store
+        .expect_delete()
+        .withf(|key| *key == machine_key("m1"))
+        .times(1)
+        .returning(|key| Ok(Deleted::Marked(object(key, 5))));
     let reply = call(store, TestRequest::delete().uri("/api/v1/tenants/t1/machines/m1")).await;
     assert_eq!(reply.status.as_u16(), 202);
+    assert_eq!(reply.json()["metadata"]["name"], "m1");
 }
 
 fn projected(kind: &str, name: &str) -> Projected {

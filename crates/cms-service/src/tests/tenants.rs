@@ -134,10 +134,15 @@ async fn update_answers_its_own_write_not_a_later_one() {
 #[actix_web::test]
 async fn delete_is_202_with_the_marked_object() {
     let mut store = MockStore::new();
-    store.expect_delete().returning(|key| Ok(Deleted::Marked(object(key, 4))));
+    store
+        .expect_delete()
+        .withf(|key| *key == Key::tenant("t1"))
+        .times(1)
+        .returning(|key| Ok(Deleted::Marked(object(key, 4))));
     let reply = call(store, TestRequest::delete().uri("/api/v1/tenants/t1")).await;
     assert_eq!(reply.status.as_u16(), 202);
     assert_eq!(reply.json()["metadata"]["resourceVersion"], 4);
+    assert_eq!(reply.json()["metadata"]["name"], "t1");
 }
 
 fn watch_of(items: Vec<WatchItem>) -> WatchStream {

@@ -56,5 +56,15 @@ async fn machines_are_read_listed_updated_and_deleted() {
     let reply = h.delete("/api/v1/tenants/t1/machines/m-a").await;
     assert_eq!(reply.status.as_u16(), 202);
     assert!(reply.json()["metadata"]["deletionTimestamp"].is_string(), "{}", reply.json());
+    assert_eq!(reply.json()["metadata"]["name"], "m-a");
+    // Only t1's m-a is marked: t2's machine of the same name and t1's other
+    // machine stay as they were.
+    let marked = h.get("/api/v1/tenants/t1/machines/m-a").await.json();
+    assert!(marked["metadata"]["deletionTimestamp"].is_string(), "{marked}");
+    for other in ["/api/v1/tenants/t2/machines/m-a", "/api/v1/tenants/t1/machines/m-b"] {
+        let kept = h.get(other).await;
+        assert_eq!(kept.status.as_u16(), 200, "{other}");
+        assert!(kept.json()["metadata"]["deletionTimestamp"].is_null(), "{other}: {}", kept.json());
+    }
     h.get("/api/v1/tenants/t3/machines").await.error(404, "NotFound");
 }

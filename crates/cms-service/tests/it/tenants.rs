@@ -25,14 +25,27 @@ async fn tenant_lifecycle() {
     let tenant = h.get("/api/v1/tenants/t1").await.json();
     assert_eq!(tenant["spec"]["nodeGroups"][0]["name"], "w", "{tenant}");
     assert_eq!(h.get("/api/v1/tenants/t1/node-groups").await.json()["total"], 1);
+    let other = group.replace(r#""name":"w""#, r#""name":"w2""#);
+    assert_eq!(h.post("/api/v1/tenants/t1/node-groups", &other).await.status.as_u16(), 201);
     assert_eq!(h.delete("/api/v1/tenants/t1/node-groups/w").await.status.as_u16(), 204);
     h.get("/api/v1/tenants/t1/node-groups/w").await.error(404, "NotFound");
+    // Only `w` went: the other node group stays.
+    let left = h.get("/api/v1/tenants/t1/node-groups").await.json();
+    assert_eq!(
+        (left["total"].clone(), left["items"][0]["metadata"]["name"].clone()),
+        (json!(1), json!("w2"))
+    );
 
+    h.tenant("t2").await;
     let reply = h.delete("/api/v1/tenants/t1").await;
     assert_eq!(reply.status.as_u16(), 202);
     assert!(reply.json()["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(reply.json()["metadata"]["name"], "t1");
     let list = h.get("/api/v1/tenants").await.json();
-    assert_eq!(list["total"], 1, "a deleting tenant stays until its finalizers are cleared");
+    assert_eq!(list["total"], 2, "a deleting tenant stays until its finalizers are cleared: {list}");
+    // Only t1 is marked; t2 is not deleting.
+    let t2 = h.get("/api/v1/tenants/t2").await.json();
+    assert!(t2["metadata"]["deletionTimestamp"].is_null(), "{t2}");
 }
 
 #[actix_web::test]
