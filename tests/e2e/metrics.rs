@@ -35,6 +35,18 @@ pub(crate) fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64
         .sum()
 }
 
+/// Waits until the server ended `passes` more reconciles than it had
+/// ended when called: a positive marker that passes went by, before a
+/// check that they changed nothing.
+pub(crate) async fn reconciled(api: &cms_e2e::Api, passes: u32) {
+    let before = value(&scrape(api).await, "cms_reconciles_total", &[]);
+    eventually("more reconciles", CONVERGE, || async {
+        let now = value(&scrape(api).await, "cms_reconciles_total", &[]);
+        (now >= before + f64::from(passes)).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn series_move_when_their_events_happen() {
     let engine = Engine::new();

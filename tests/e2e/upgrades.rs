@@ -160,8 +160,9 @@ async fn a_failing_node_pauses_the_rollout_with_the_reason() {
     assert_eq!(tenant["status"]["ready"], false);
     assert_eq!(tenant["metadata"]["annotations"]["service.io/rollout-paused"], "2 Upgrading");
 
-    // It goes no further: no other node is touched while it is paused.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // It goes no further: no other node is touched while it is paused,
+    // pass after pass.
+    crate::metrics::reconciled(&api, 3).await;
     let touched: Vec<&str> =
         nodes.iter().filter(|node| !node.upgrades().is_empty()).map(|node| node.id.as_str()).collect();
     assert_eq!(touched, ["cp-1"], "only the failing control plane, the first");

@@ -5,7 +5,6 @@
 //! rebuilt, in that order.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use cms_e2e::cluster::{ClusterNode, hostname};
 use cms_fake_node::{FakeNode, FakeNodeOptions};
@@ -43,7 +42,7 @@ async fn a_host_in_maintenance_mode_at_a_configured_address_waits_for_the_operat
     assert!(message.contains("cms delete machine cp-2 -t impostor"), "{message}");
     assert_eq!(machine["spec"]["connected"], false);
     // It waits: pass after pass, nothing reaches the host.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    crate::metrics::reconciled(&live.api(), 3).await;
     let new_host = live.cluster.node("cp-2");
     assert!(new_host.calls().is_empty(), "nothing was sent: {:?}", new_host.calls());
 
