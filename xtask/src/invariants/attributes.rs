@@ -3,8 +3,9 @@
 //! ignore attribute in each form (bare, with a reason), the panic
 //! expectation (bare or with `expected`), and either one inside a
 //! `cfg_attr` under any condition, nested `cfg_attr`s included, on any item
-//! and within macro bodies. A string or a comment that mentions them is no
-//! attribute and passes.
+//! and within macro bodies; and a doc example whose fence says `ignore` or
+//! `should_panic` (a doctest switched off). A string or a comment that
+//! mentions them is no attribute and passes.
 
 use syn::punctuated::Punctuated;
 use syn::visit::Visit;
@@ -55,7 +56,8 @@ impl<'ast> Visit<'ast> for Finder {
     }
 
     fn visit_attribute(&mut self, attribute: &'ast Attribute) {
-        let names = forbidden_in(&attribute.meta);
+        let mut names = forbidden_in(&attribute.meta);
+        names.extend(in_doc_fences(&attribute.meta));
         self.record(names);
         syn::visit::visit_attribute(self, attribute);
     }
@@ -93,6 +95,27 @@ fn forbidden_in(meta: &Meta) -> Vec<String> {
         // Not attributes as `syn` knows them: judge the words alone.
         Err(_) => in_words(list.tokens.clone()),
     }
+}
+
+/// The forbidden words in the info strings of a doc comment's code fences
+/// (```` ```ignore ````, ```` ```rust,should_panic ````): doctests switched off.
+fn in_doc_fences(meta: &Meta) -> Vec<String> {
+    let Meta::NameValue(pair) = meta else { return Vec::new() };
+    if !pair.path.is_ident("doc") {
+        return Vec::new();
+    }
+    let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(text), .. }) = &pair.value else {
+        return Vec::new();
+    };
+    let text = text.value();
+    let fences = text.lines().filter_map(|line| line.trim().strip_prefix("```"));
+    fences
+        .flat_map(|info| {
+            info.split(|c: char| c == ',' || c.is_whitespace()).map(str::to_string).collect::<Vec<_>>()
+        })
+        .filter(|word| FORBIDDEN.contains(&word.as_str()))
+        .map(|word| format!("doctest {word}"))
+        .collect()
 }
 
 /// The attributes within a macro body, at any depth.

@@ -292,6 +292,8 @@ fn every_form_of_a_switched_off_test_is_caught() {
         "macro_rules! tests { () => { #[test] #[ignore] fn t() {} }; }",
         "some_macro! { #[test] #[cfg_attr(unix, should_panic)] fn t() {} }",
         "#[test] #[::core::prelude::v1::ignore] fn t() {}",
+        "/// ```ignore\n/// run();\n/// ```\nfn documented() {}",
+        "//! ```rust,should_panic\n//! boom();\n//! ```\n",
     ];
     for case in cases {
         let found = switched_off(case);
@@ -313,6 +315,7 @@ fn strings_comments_and_other_attributes_pass() {
         "#[test] #[cfg(unix)] fn t() {}",
         "#[derive(Default)] struct S { #[serde(skip)] a: u8 }",
         "fn ignore() {} fn t() { ignore(); let should_panic = 1; let _ = should_panic; }",
+        "/// ```no_run\n/// serve();\n/// ```\n/// The words ignore and should_panic, outside a fence.\nfn documented() {}",
     ];
     for case in cases {
         assert_eq!(switched_off(case), Vec::<String>::new(), "{case}");

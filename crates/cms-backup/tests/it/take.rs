@@ -156,7 +156,11 @@ async fn a_second_backup_or_a_restore_while_one_runs_is_refused_as_busy() {
 
     let backups = world.backups.clone();
     let mut second = tokio::spawn(async move { backups.take("acme").await });
+    // A second that waited for the first, instead of being refused, would
+    // wait for ever: the first is held until this one answered.
+    let waited = tokio::time::sleep(std::time::Duration::from_secs(30));
     tokio::select! {
+        () = waited => panic!("the second backup waited for the first instead of being refused"),
         result = &mut second => {
             let result = result.unwrap();
             assert!(matches!(&result, Err(BackupError::Busy(tenant)) if tenant == "acme"), "{result:?}");

@@ -226,7 +226,12 @@ async fn a_backup_asked_for_while_one_runs_is_409() {
     let first = call(&app, TestRequest::post().uri("/api/v1/tenants/acme/backups"), &token);
     let second = async {
         started.recv().await.expect("the first backup's snapshot starts");
-        let refused = call(&app, TestRequest::post().uri("/api/v1/tenants/acme/backups"), &token).await;
+        // One that waited for the first, instead of being refused, would
+        // wait for ever: the first is held until this one answered.
+        let refused = call(&app, TestRequest::post().uri("/api/v1/tenants/acme/backups"), &token);
+        let refused = tokio::time::timeout(std::time::Duration::from_secs(30), refused)
+            .await
+            .expect("the second backup is refused, not kept waiting for the first");
         gate.send_replace(true);
         refused
     };
