@@ -161,8 +161,9 @@ async fn an_admin_releases_a_state_lock_through_the_api() {
     let server = engine.options().env("CMS_STATE_LOCK_STALE_AFTER", "10m").start().await;
     let api = server.api();
     let path = "/api/v1/tenants/held/state-lock";
+    // (No lock is 404: shown at the end, once the run ended. Asked now, the
+    // answer would race the reconciler's first apply.)
     api.post(TENANTS, &metal_tenant("held", 1, 1)).await.expect(201);
-    api.delete("/api/v1/tenants/held/state-lock").await.expect_error(404, "NotFound");
     let lock = eventually("the lock's record", CONVERGE, || async {
         let (lock, _) = state_lock(&api, "held").await;
         (!lock.is_null()).then_some(lock)
@@ -218,5 +219,5 @@ async fn an_admin_releases_a_state_lock_through_the_api() {
         .filter(|record| record["route"] == "/api/v1/tenants/{name}/state-lock")
         .map(|record| record["status"].as_u64().unwrap())
         .collect();
-    assert_eq!(statuses, [404, 409, 409, 400, 404], "newest first: {requests:?}");
+    assert_eq!(statuses, [404, 409, 409, 400], "newest first: {requests:?}");
 }
