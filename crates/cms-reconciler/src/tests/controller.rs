@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use cms_model::{Kind, LabelSelector, Page, Projected, Role};
 use cms_store::{Deleted, Draft, Key, Listing, Object, Store, StoreError, WatchRequest, WatchStream};
 use cms_tenancy::{Bootstrapped, KubernetesVersions, MachineConfigs, MockNodeClient, TenancyError};
-use cms_tofu::{Credentials, Invocation, Output, Runner, Tofu, TofuError, TofuOptions};
+use cms_tofu::{Invocation, Output, Runner, TofuError};
 use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -248,17 +248,7 @@ fn answering() -> MockNodeClient {
 async fn controlled(resync: Duration) -> Controlled {
     let probe = Arc::new(Probe::default());
     let f = fixture_with(Arc::new(answering()), probe.clone()).await;
-    let options = TofuOptions {
-        binary: "tofu".into(),
-        root: f._dir.path().join("controlled"),
-        timeout: Duration::from_secs(60),
-        grace: Duration::from_millis(100),
-        plugin_dir: None,
-        cli_config: None,
-        state_key: None,
-        backend: cms_tofu::StateBackend::Local,
-    };
-    let tofu = Arc::new(Tofu::new(options, Credentials::default(), probe.clone()));
+    let tofu = super::fake_tofu(f._dir.path().join("controlled"), Duration::from_secs(60), probe.clone());
     let store = Arc::new(Counted { inner: f.store.clone(), probe: probe.clone() });
     let ctx = Arc::new(Context { store, tofu, resync, ..f.ctx.clone() });
     Controlled { f, ctx, probe, shutdown: CancellationToken::new(), task: None }

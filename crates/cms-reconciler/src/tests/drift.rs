@@ -162,17 +162,8 @@ struct Drifting {
 async fn drifting(drift: Option<Value>) -> Drifting {
     let base = fixture(unreachable()).await;
     let engine = Arc::new(DriftEngine::default());
-    let options = TofuOptions {
-        binary: "tofu".into(),
-        root: base._dir.path().join("drift-workspaces"),
-        timeout: Duration::from_secs(5),
-        grace: Duration::from_millis(100),
-        plugin_dir: None,
-        cli_config: None,
-        state_key: None,
-        backend: cms_tofu::StateBackend::Local,
-    };
-    let tofu = Arc::new(Tofu::new(options, Credentials::default(), engine.clone()));
+    let tofu =
+        super::fake_tofu(base._dir.path().join("drift-workspaces"), Duration::from_secs(5), engine.clone());
     let ctx = Context { tofu, ..base.ctx.clone() };
     let mut tenant_spec = spec(1);
     if let Some(drift) = drift {

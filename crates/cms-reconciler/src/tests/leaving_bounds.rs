@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use cms_model::Kind;
 use cms_store::{Key, Leases, SqlStore, Store, StoreOptions};
-use cms_tofu::{Credentials, Tofu, TofuOptions};
 
 use super::fakes::{Etcd, Kube};
 use super::hosts::{Hosts, backdate, converged, machine, respec, spec};
@@ -39,17 +38,7 @@ fn present(f: &Fixture, id: &str) -> bool {
 /// there are `leases`, and the same world outside (hosts, etcd, the
 /// Kubernetes API).
 fn fresh(f: &Fixture, root: &Path, leases: Option<(Arc<dyn Leases>, &str)>) -> Context {
-    let options = TofuOptions {
-        binary: "tofu".into(),
-        root: root.to_path_buf(),
-        timeout: Duration::from_secs(5),
-        grace: Duration::from_millis(100),
-        plugin_dir: None,
-        cli_config: None,
-        state_key: None,
-        backend: cms_tofu::StateBackend::Local,
-    };
-    let tofu = Arc::new(Tofu::new(options, Credentials::default(), f.engine.clone()));
+    let tofu = super::fake_tofu(root.to_path_buf(), Duration::from_secs(5), f.engine.clone());
     let leases = leases.map(|(leases, holder)| LeaseOptions {
         leases,
         holder: holder.into(),

@@ -104,6 +104,21 @@ fn applied_state(dir: &std::path::Path) -> Value {
     json!({"values": {"root_module": {"resources": resources}}})
 }
 
+/// The tool over `runner` (a fake engine), its workspaces under `root`.
+fn fake_tofu(root: std::path::PathBuf, timeout: Duration, runner: Arc<dyn Runner>) -> Arc<Tofu> {
+    let options = TofuOptions {
+        binary: "tofu".into(),
+        root,
+        timeout,
+        grace: Duration::from_millis(100),
+        plugin_dir: None,
+        cli_config: None,
+        state_key: None,
+        backend: cms_tofu::StateBackend::Local,
+    };
+    Arc::new(Tofu::new(options, Credentials::default(), runner))
+}
+
 fn renderer(extra: Arc<Mutex<String>>) -> Arc<dyn MachineConfigs> {
     let mut configs = MockMachineConfigs::new();
     configs.expect_render().returning(move |_, _, role, _| {
@@ -130,17 +145,7 @@ async fn fixture_with(nodes: Arc<dyn NodeClient>, configs: Arc<dyn MachineConfig
     let url = format!("sqlite://{}/cms.db?mode=rwc", dir.path().display());
     let store: Arc<dyn Store> = SqlStore::open(&StoreOptions::new(url)).await.unwrap();
     let engine = Arc::new(FakeEngine::default());
-    let options = TofuOptions {
-        binary: "tofu".into(),
-        root: dir.path().join("workspaces"),
-        timeout: Duration::from_secs(5),
-        grace: Duration::from_millis(100),
-        plugin_dir: None,
-        cli_config: None,
-        state_key: None,
-        backend: cms_tofu::StateBackend::Local,
-    };
-    let tofu = Arc::new(Tofu::new(options, Credentials::default(), engine.clone()));
+    let tofu = fake_tofu(dir.path().join("workspaces"), Duration::from_secs(5), engine.clone());
     let etcd = Arc::new(Etcd::new(nodes, store.clone()));
     let kube = Arc::new(Kube::over(store.clone()));
     let ctx = Context {
