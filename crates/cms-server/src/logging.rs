@@ -93,6 +93,14 @@ pub(crate) fn init(
     Ok(Telemetry { provider })
 }
 
+/// Whether requests get root spans: when traces are exported to
+/// `otlp_endpoint`, or when the installed filter lets debug lines through,
+/// which then show the request's span. Under the default filter, without
+/// an exporter, nothing would read them.
+pub(crate) fn request_spans(otlp_endpoint: Option<&str>) -> bool {
+    otlp_endpoint.is_some() || tracing::level_filters::LevelFilter::current() >= tracing::Level::DEBUG
+}
+
 /// An OTLP/gRPC exporter to `endpoint` behind a batch processor, and the
 /// W3C trace-context propagator for incoming `traceparent` headers.
 fn tracer_provider(endpoint: &str) -> anyhow::Result<SdkTracerProvider> {

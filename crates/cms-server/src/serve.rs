@@ -91,6 +91,7 @@ pub(crate) async fn run(settings: Settings) -> anyhow::Result<()> {
         secure_cookies: settings.secure_cookies,
         public_url: settings.public_url.clone(),
         metrics_tenant_labels: settings.metrics_tenant_labels,
+        request_spans: crate::logging::request_spans(settings.otlp_endpoint.as_deref()),
     };
     if options.insecure_disable_auth {
         tracing::warn!(

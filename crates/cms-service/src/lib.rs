@@ -72,7 +72,7 @@ mod tests;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
-use actix_web::middleware::from_fn;
+use actix_web::middleware::{Condition, from_fn};
 use actix_web::{App, web};
 
 pub use audit::FailedLoginRecords;
@@ -89,8 +89,9 @@ pub use state::{AppState, AutoscalerAccess, ServiceOptions};
 /// The prefix of every resource route.
 pub const API_PREFIX: &str = "/api/v1";
 
-/// The whole application over `state`: routes, error shaping, request ids
-/// and the audit log of mutations. The server calls it once per worker; tests call it to run the same app.
+/// The whole application over `state`: routes, error shaping, request ids,
+/// request spans when [`ServiceOptions::request_spans`] asks for them, and
+/// the audit log of mutations. The server calls it once per worker; tests call it to run the same app.
 pub fn app(
     state: AppState,
 ) -> App<
@@ -102,11 +103,12 @@ pub fn app(
         InitError = (),
     >,
 > {
+    let spans = state.options.request_spans;
     App::new()
         .configure(|cfg| configure(cfg, state))
         .wrap(from_fn(audit::record))
         .wrap(from_fn(request_id::assign))
-        .wrap(tracing_actix_web::TracingLogger::<spans::RootSpans>::new())
+        .wrap(Condition::new(spans, tracing_actix_web::TracingLogger::<spans::RootSpans>::new()))
         .wrap(from_fn(metrics::record))
 }
 

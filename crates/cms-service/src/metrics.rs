@@ -11,6 +11,8 @@
 //! callers, or to anyone when `ServiceOptions::metrics_tenant_labels` is
 //! set, and left out for anonymous ones.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -23,7 +25,9 @@ use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{HttpRequest, HttpResponse, web};
 use cms_auth::Permission;
-use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
+use metrics::{
+    Counter, Histogram, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::error::ApiError;
@@ -68,8 +72,28 @@ pub fn handle() -> &'static PrometheusHandle {
             );
         }
         describe();
+        upkeep(handle.clone());
         handle
     })
+}
+
+/// How often the recorded durations are folded into their histograms.
+const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Folds the recorded durations into their histograms every
+/// [`UPKEEP_INTERVAL`], on a thread of its own: the recorder keeps every
+/// sample until then, so a server that nobody scrapes would otherwise grow
+/// by each request's.
+fn upkeep(handle: PrometheusHandle) {
+    let started = std::thread::Builder::new().name("cms-metrics-upkeep".into()).spawn(move || {
+        loop {
+            std::thread::sleep(UPKEEP_INTERVAL);
+            handle.run_upkeep();
+        }
+    });
+    if let Err(err) = started {
+        tracing::warn!(error = %err, "could not start the metrics upkeep; durations are folded when scraped");
+    }
 }
 
 fn describe() {
@@ -205,6 +229,8 @@ fn has_label(line: &str, wanted: &str) -> bool {
 
 /// Counts and times one request. The route is read once the router has
 /// matched it, which is cheap; before, finding it walks the route table.
+/// Each worker keeps the series it has recorded to, so that a request
+/// neither builds labels nor looks a series up in the shared registry.
 pub(crate) async fn record(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -216,12 +242,39 @@ pub(crate) async fn record(
         Ok(response) => (response.request().match_pattern(), response.status().as_u16()),
         Err(err) => (None, err.as_response_error().status_code().as_u16()),
     };
-    let route = route.as_deref().map_or_else(|| "unmatched".to_string(), route_label);
-    counter!("cms_http_requests_total", "route" => route.clone(), "method" => method, "status" => status.to_string())
-        .increment(1);
-    histogram!("cms_http_request_duration_seconds", "route" => route, "method" => method)
-        .record(started.elapsed().as_secs_f64());
+    let elapsed = started.elapsed().as_secs_f64();
+    SERIES.with_borrow_mut(|series| {
+        let key = (route, method, status);
+        if let Some((requests, duration)) = series.get(&key) {
+            requests.increment(1);
+            duration.record(elapsed);
+            return;
+        }
+        let (requests, duration) = request_series(key.0.as_deref(), method, status);
+        requests.increment(1);
+        duration.record(elapsed);
+        series.insert(key, (requests, duration));
+    });
     result
+}
+
+/// A route pattern (`None` when no route matched), a method and a status.
+type SeriesKey = (Option<String>, &'static str, u16);
+
+thread_local! {
+    /// The request series this thread has recorded to. Bounded: routes,
+    /// methods and statuses are finite.
+    static SERIES: RefCell<HashMap<SeriesKey, (Counter, Histogram)>> = RefCell::new(HashMap::new());
+}
+
+/// The request counter and duration histogram of one route, method and status.
+fn request_series(route: Option<&str>, method: &'static str, status: u16) -> (Counter, Histogram) {
+    // Installed before any series is handed out, so that none is a no-op.
+    handle();
+    let route = route.map_or_else(|| "unmatched".to_string(), route_label);
+    let requests = counter!("cms_http_requests_total", "route" => route.clone(), "method" => method, "status" => status.to_string());
+    let duration = histogram!("cms_http_request_duration_seconds", "route" => route, "method" => method);
+    (requests, duration)
 }
 
 /// A route pattern as a label, its parameters written `:name` rather than

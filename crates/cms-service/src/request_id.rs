@@ -11,6 +11,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpResponse, ResponseError};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::console::ConsoleAnswer;
@@ -40,8 +41,10 @@ impl RequestId {
 }
 
 /// Tags the request with its id and shapes the error responses. The id is
-/// the one of the request's span (`tracing-actix-web`), so that log lines,
-/// traces, the `x-request-id` header and error bodies agree.
+/// the one of the request's root span (`tracing-actix-web`), so that log
+/// lines, traces, the `x-request-id` header and error bodies agree; without
+/// root spans ([`crate::ServiceOptions::request_spans`]) it is a new one, in
+/// a span of its own.
 pub(crate) async fn assign(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -49,7 +52,13 @@ pub(crate) async fn assign(
     let span_id = req.extensions().get::<tracing_actix_web::RequestId>().map(|id| **id);
     let id = RequestId(span_id.unwrap_or_else(Uuid::new_v4));
     req.extensions_mut().insert(id);
-    let mut response = match next.call(req).await {
+    // Without the root span, a small one names the request id on every
+    // line logged while the request is served.
+    let served = match span_id {
+        Some(_) => next.call(req).await,
+        None => next.call(req).instrument(tracing::info_span!("request", request_id = %id)).await,
+    };
+    let mut response = match served {
         Ok(response) => response.map_into_boxed_body(),
         // An error that no inner service turned into a response; the
         // dispatcher will render the shaped one.

@@ -46,6 +46,11 @@ pub struct ServiceOptions {
     /// label) to anonymous callers too. Off by default: they are served to
     /// callers with a valid bearer token only.
     pub metrics_tenant_labels: bool,
+    /// Opens a root span for every request (`tracing-actix-web`'s, with the
+    /// caller's `traceparent` as its parent). On when traces are exported or
+    /// the log filter shows debug lines; off, a request costs no span, and
+    /// the lines it logs name its request id themselves.
+    pub request_spans: bool,
 }
 
 impl ServiceOptions {
@@ -70,6 +75,7 @@ impl Default for ServiceOptions {
             secure_cookies: false,
             public_url: None,
             metrics_tenant_labels: false,
+            request_spans: true,
         }
     }
 }
