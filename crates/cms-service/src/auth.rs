@@ -11,6 +11,7 @@ use cms_auth::{Caller, Credential, Permission};
 use cms_model::UserRole;
 
 use crate::error::ApiError;
+use crate::routes::Routed;
 use crate::state::AppState;
 
 /// What a route needs from its caller.
@@ -44,12 +45,15 @@ impl Access {
     }
 }
 
-/// Checks the caller against `access`, then runs the handler.
+/// Notes the route in the request, checks the caller against `access`,
+/// then runs the handler.
 pub(crate) async fn guard(
     access: Access,
+    routed: Routed,
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    req.extensions_mut().insert(routed);
     if access == Access::Public {
         return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
     }

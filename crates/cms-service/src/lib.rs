@@ -27,7 +27,9 @@
 //! connection so that a watcher that stops reading is cut off. `openapi/`: the
 //! OpenAPI document built from the route table, with a snapshot.
 //! `examples/hello.rs`: the bare actix-web baseline of the benchmark;
-//! `examples/durable_insert.rs`: the write bench's, a durable sqlx insert.
+//! `examples/durable_insert.rs`: the write bench's, a durable sqlx insert;
+//! `examples/broadcaster.rs`: the watch fan-out bench's, one tokio
+//! broadcast channel forwarded to every SSE client.
 
 mod audit;
 mod audit_log;

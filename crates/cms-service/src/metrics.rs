@@ -23,7 +23,7 @@ use actix_web::http::Method;
 use actix_web::http::header::AUTHORIZATION;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use cms_auth::Permission;
 use metrics::{
     Counter, Histogram, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
@@ -31,6 +31,7 @@ use metrics::{
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::error::ApiError;
+use crate::routes::Routed;
 use crate::state::AppState;
 
 /// Histogram buckets for request latencies, in seconds.
@@ -239,8 +240,8 @@ pub(crate) async fn record(
     let method = method_label(req.method());
     let result = next.call(req).await.map(ServiceResponse::map_into_boxed_body);
     let (route, status) = match &result {
-        Ok(response) => (response.request().match_pattern(), response.status().as_u16()),
-        Err(err) => (None, err.as_response_error().status_code().as_u16()),
+        Ok(response) => (Route::of(response.request()), response.status().as_u16()),
+        Err(err) => (Route::Matched(None), err.as_response_error().status_code().as_u16()),
     };
     let elapsed = started.elapsed().as_secs_f64();
     SERIES.with_borrow_mut(|series| {
@@ -250,7 +251,7 @@ pub(crate) async fn record(
             duration.record(elapsed);
             return;
         }
-        let (requests, duration) = request_series(key.0.as_deref(), method, status);
+        let (requests, duration) = request_series(&key.0, method, status);
         requests.increment(1);
         duration.record(elapsed);
         series.insert(key, (requests, duration));
@@ -258,8 +259,25 @@ pub(crate) async fn record(
     result
 }
 
-/// A route pattern (`None` when no route matched), a method and a status.
-type SeriesKey = (Option<String>, &'static str, u16);
+/// A route, a method and a status.
+type SeriesKey = (Route, &'static str, u16);
+
+/// The route of a request, for its label.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum Route {
+    /// A route of the table, as its guard noted it.
+    Table(Routed),
+    /// What the router matched otherwise (the console's pages, a method
+    /// the route does not serve), `None` when nothing matched.
+    Matched(Option<String>),
+}
+
+impl Route {
+    fn of(req: &HttpRequest) -> Route {
+        let routed = req.extensions().get::<Routed>().copied();
+        routed.map_or_else(|| Route::Matched(req.match_pattern()), Route::Table)
+    }
+}
 
 thread_local! {
     /// The request series this thread has recorded to. Bounded: routes,
@@ -268,10 +286,13 @@ thread_local! {
 }
 
 /// The request counter and duration histogram of one route, method and status.
-fn request_series(route: Option<&str>, method: &'static str, status: u16) -> (Counter, Histogram) {
+fn request_series(route: &Route, method: &'static str, status: u16) -> (Counter, Histogram) {
     // Installed before any series is handed out, so that none is a no-op.
     handle();
-    let route = route.map_or_else(|| "unmatched".to_string(), route_label);
+    let route = match route {
+        Route::Table(routed) => route_label(&routed.pattern()),
+        Route::Matched(pattern) => pattern.as_deref().map_or_else(|| "unmatched".to_string(), route_label),
+    };
     let requests = counter!("cms_http_requests_total", "route" => route.clone(), "method" => method, "status" => status.to_string());
     let duration = histogram!("cms_http_request_duration_seconds", "route" => route, "method" => method);
     (requests, duration)

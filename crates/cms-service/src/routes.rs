@@ -30,6 +30,25 @@ pub struct RouteInfo {
     pub access: Access,
 }
 
+/// The route the router matched, as the table names it: kept in the
+/// request by its guard, so that the metrics need not match the path again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Routed {
+    /// Whether the path is under [`crate::API_PREFIX`].
+    pub(crate) api: bool,
+    pub(crate) path: &'static str,
+}
+
+impl Routed {
+    /// The whole pattern, as `HttpRequest::match_pattern` gives it.
+    pub(crate) fn pattern(self) -> String {
+        match self.api {
+            true => format!("{}{}", crate::API_PREFIX, self.path),
+            false => self.path.to_string(),
+        }
+    }
+}
+
 macro_rules! table {
     ($( $scope:ident $path:literal { $( $method:ident => $handler:path, $access:expr; )* } )*) => {
         /// Every route the application serves.
@@ -47,7 +66,9 @@ macro_rules! table {
             $( if table!(@api $scope) == api {
                 cfg.service(resource($path, table!(@allow $($method)*))
                     $( .route(web::method(Method::$method).to($handler)
-                        .wrap(from_fn(|req, next| guard($access, req, next)))) )*);
+                        .wrap(from_fn(|req, next| {
+                            guard($access, Routed { api: table!(@api $scope), path: $path }, req, next)
+                        }))) )*);
             } )*
         }
     };
