@@ -24,9 +24,12 @@ const SERVER_USER: &str = "postgres";
 /// input. A line (`stop`) stops the server; the end of input (the test
 /// process closed the pipe, or exited) stops it and removes its directory,
 /// in the background since unlinking synced files can take seconds.
+/// Arguments after the third are further `-c` settings.
 const WATCHDOG: &str = r#"
-"$1" -D "$2/data" -p "$3" -c listen_addresses=127.0.0.1 -c unix_socket_directories= \
-    -c fsync=on -c max_connections=300 -c shared_buffers=32MB >>"$2/log" 2>&1 &
+bin=$1 root=$2 port=$3
+shift 3
+"$bin" -D "$root/data" -p "$port" -c listen_addresses=127.0.0.1 -c unix_socket_directories= \
+    -c fsync=on -c max_connections=300 -c shared_buffers=32MB "$@" >>"$root/log" 2>&1 &
 pid=$!
 if read -r line; then
     kill -INT "$pid" 2>/dev/null
@@ -35,7 +38,7 @@ if read -r line; then
 fi
 kill -INT "$pid" 2>/dev/null
 wait "$pid"
-rm -rf "$2" </dev/null >/dev/null 2>&1 &
+rm -rf "$root" </dev/null >/dev/null 2>&1 &
 "#;
 
 /// A throwaway PostgreSQL server on a loopback port.
@@ -52,12 +55,28 @@ pub struct PgServer {
     /// The watching shell while the server runs.
     watchdog: Mutex<Option<Child>>,
     databases: AtomicU32,
+    /// Further `name=value` settings the server starts with.
+    settings: Vec<String>,
 }
 
 impl PgServer {
     /// Initializes a fresh cluster and starts it on a free loopback port.
     /// Panics, with the server's log, when that fails.
     pub fn start() -> PgServer {
+        PgServer::start_with(&[])
+    }
+
+    /// [`PgServer::start`] with further server settings, each `name=value`
+    /// (as `postgres -c` takes them), such as
+    /// `shared_preload_libraries=pg_stat_statements`. Panics on a setting
+    /// without `=`.
+    pub fn start_with(settings: &[&str]) -> PgServer {
+        for setting in settings {
+            assert!(
+                setting.split_once('=').is_some_and(|(name, _)| !name.is_empty() && !name.starts_with('-')),
+                "a server setting is name=value: {setting:?}"
+            );
+        }
         let bin = find_binaries();
         let run_as = server_user();
         let root = make_root(run_as);
@@ -69,6 +88,7 @@ impl PgServer {
             uid: run_as.map_or_else(|| nix::unistd::geteuid().as_raw(), |(uid, _)| uid),
             watchdog: Mutex::new(None),
             databases: AtomicU32::new(0),
+            settings: settings.iter().map(|setting| setting.to_string()).collect(),
         };
         server.create_data();
         // A port found free may be taken before the server binds it; try
@@ -118,6 +138,13 @@ impl PgServer {
     /// The loopback port the server listens on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The process id of the running server's postmaster, the parent of
+    /// its other processes.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        let pid_file = std::fs::read_to_string(self.root.join("data/postmaster.pid")).ok()?;
+        pid_file.lines().next()?.trim().parse().ok()
     }
 
     /// The directory of the server's data and its `log`.
@@ -256,6 +283,7 @@ impl PgServer {
             .arg(self.bin.join("postgres"))
             .arg(&self.root)
             .arg(self.port.to_string())
+            .args(self.settings.iter().flat_map(|setting| ["-c", setting.as_str()]))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

@@ -9,12 +9,13 @@
 //! ([`crate::view::Needs`]); the batch reads what was needed and runs its
 //! writes again, so a write costs what it touches, never what its tenant
 //! holds. A write that fails leaves nothing behind; the others go on. The
-//! batch then writes the rows in a few multi-row statements, takes its
-//! revisions from the counter row, logs the events (each with the revision
-//! of its object's change before it), stamps each changed row with the
-//! revision of its last change, appends the audit records queued with it
-//! and commits: one commit, and one flush of the
-//! database's log, for every write in it. Should the batch's statements
+//! batch then takes its revisions from the counter row, writes the rows,
+//! each with the revision of its last change, logs the events (each with the
+//! revision of its object's change before it), appends the audit records
+//! queued with it and commits: one commit, and one flush of the database's
+//! log, for every write in it. On PostgreSQL that is one statement
+//! ([`postgres`]); on SQLite a few, the rows written before the counter and
+//! stamped after it. Should the batch's statements
 //! fail, each write runs again alone, so that one write's failure (a tenant
 //! created meanwhile by another replica) is reported to that write only.
 //!
@@ -46,6 +47,7 @@ use crate::secrets;
 use crate::sql::SqlStore;
 use crate::view::{Base, Needs, Overlay, Side, View};
 
+mod postgres;
 mod reads;
 
 use reads::{lock_tenants, read, read_whole, run_writes};
@@ -302,14 +304,18 @@ impl SqlStore {
             .map(|(job, _)| job.key().clone())
             .collect();
         let owners: BTreeSet<String> = live.iter().map(|key| key.owner().name).collect();
+        let postgres = dialect::is_postgres(&txn);
         let mut base = Base::default();
-        lock_tenants(&txn, &owners, &mut base).await?;
+        match postgres {
+            true => postgres::lock_tenants(&txn, &owners, &mut base).await?,
+            false => lock_tenants(&txn, &owners, &mut base).await?,
+        }
         let mut needs = Needs::default();
         for owner in &owners {
             needs.ranges.insert((owner.clone(), Kind::NodeGroup));
         }
         needs.keys.extend(live.into_iter().filter(|key| key.kind != Kind::Tenant));
-        read(&txn, needs, &mut base).await?;
+        read_needs(&txn, postgres, needs, &mut base).await?;
         let now = format_time(Utc::now());
         let mut round = 0;
         let (rows, side, changes, failures) = loop {
@@ -321,16 +327,31 @@ impl SqlStore {
             if round > ROUNDS {
                 return Err(StoreError::Corrupt("a write kept needing rows its batch had read".into()));
             }
-            read(&txn, needs, &mut base).await?;
+            read_needs(&txn, postgres, needs, &mut base).await?;
             if round == ROUNDS {
                 read_whole(&txn, &owners, &mut base).await?;
             }
         };
         let failures = failures.into_iter().zip(fenced).map(|(failure, lost)| lost.or(failure)).collect();
-        write_rows(&txn, &base, rows).await?;
-        write_side(&txn, side, &now).await?;
-        let events = self.log(&txn, changes, &base).await?;
-        let ids = self.append_audit(&txn, &batch.records).await?;
+        let (events, ids) = match postgres {
+            true => {
+                let written = postgres::write(&txn, &base, rows, changes, &batch.records).await?;
+                // After the counter, yet waiting on nobody: the side rows
+                // are those of tenants this batch holds or creates.
+                write_side(&txn, side, &now).await?;
+                if let Some(last) = written.last {
+                    self.compact(&txn, last).await?;
+                }
+                self.drop_old_audit(&txn, written.ids.last().map(|id| *id as i64)).await?;
+                (written.events, written.ids)
+            }
+            false => {
+                write_rows(&txn, &base, rows).await?;
+                write_side(&txn, side, &now).await?;
+                let events = self.log(&txn, changes, &base).await?;
+                (events, self.append_audit(&txn, &batch.records).await?)
+            }
+        };
         txn.commit().await?;
         metrics::histogram!(BATCH_SIZE).record(batch.len() as f64);
         Ok(Committed { events, failures, ids })
@@ -352,14 +373,21 @@ impl SqlStore {
             keys.sort_unstable();
             ids.extend(keys);
         }
+        self.drop_old_audit(txn, ids.last().copied()).await?;
+        Ok(ids.into_iter().map(|id| id as u64).collect())
+    }
+
+    /// Drops the audit records beyond the retention, `last` being the
+    /// newest id.
+    async fn drop_old_audit(&self, txn: &DatabaseTransaction, last: Option<i64>) -> Result<(), StoreError> {
         // Ids grow, so the newest `retention` records are those above this.
-        if let Some(last) = ids.last() {
+        if let Some(last) = last {
             let oldest_kept = last - self.audit_retention as i64;
             if oldest_kept > 0 {
                 audit::Entity::delete_many().filter(audit::Column::Id.lte(oldest_kept)).exec(txn).await?;
             }
         }
-        Ok(ids.into_iter().map(|id| id as u64).collect())
+        Ok(())
     }
 
     /// Takes revisions for `changes` and appends them to the event log,
@@ -535,6 +563,19 @@ async fn write_side(txn: &DatabaseTransaction, side: Vec<Side>, now: &str) -> Re
         }
     }
     Ok(())
+}
+
+/// Reads what `needs` names: in one statement on PostgreSQL.
+async fn read_needs(
+    txn: &DatabaseTransaction,
+    postgres: bool,
+    needs: Needs,
+    base: &mut Base,
+) -> Result<(), StoreError> {
+    match postgres {
+        true => postgres::read(txn, needs, base).await,
+        false => read(txn, needs, base).await,
+    }
 }
 
 /// `err` the first time, for a batch of one.

@@ -171,7 +171,11 @@ fn connect_options(options: &StoreOptions, postgres: bool) -> ConnectOptions {
             .max_connections(16)
             .min_connections(0)
             .connect_timeout(options.acquire_timeout)
-            .acquire_timeout(options.acquire_timeout);
+            .acquire_timeout(options.acquire_timeout)
+            // The statements are prepared once per connection and planned
+            // once: the batch's take their rows as arrays, whose lengths a
+            // plan made for each call would weigh at every call, for nothing.
+            .map_sqlx_postgres_opts(|postgres| postgres.options([("plan_cache_mode", "force_generic_plan")]));
         return connect;
     }
     connect

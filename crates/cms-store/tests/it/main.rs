@@ -10,3 +10,4 @@ mod proxy;
 mod replicas;
 mod sqlite;
 mod state_locks;
+mod statements;
