@@ -38,9 +38,21 @@ impl Sample {
     /// every `postgres` process with the backends they reaped; the client
     /// is this process with the children it waited for.
     pub(crate) fn take(server: Option<u32>) -> Sample {
+        Sample::take_of(server, None)
+    }
+
+    /// [`Sample::take`], with the database only the server whose postmaster
+    /// is `postmaster`, when given: that postmaster, the processes it
+    /// started and those it reaped, and not the other PostgreSQL servers of
+    /// the machine.
+    pub(crate) fn take_of(server: Option<u32>, postmaster: Option<u32>) -> Sample {
         let server = server.and_then(|pid| ticks(&pid.to_string())).map_or(0.0, |(own, _)| own);
         let client = ticks("self").map_or(0.0, |(own, children)| own + children);
-        Sample { at: Instant::now(), server, database: database(), client }
+        let database = match postmaster {
+            Some(postmaster) => cluster(postmaster),
+            None => database(),
+        };
+        Sample { at: Instant::now(), server, database, client }
     }
 
     /// The usage from `self` until `later`.
@@ -66,6 +78,28 @@ fn ticks(pid: &str) -> Option<(f64, f64)> {
     Some((own / TICKS, children / TICKS))
 }
 
+/// The CPU seconds of the PostgreSQL server of `postmaster`.
+fn cluster(postmaster: u32) -> f64 {
+    let parent = postmaster.to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
+    let started: f64 = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|pid| pid.chars().all(|c| c.is_ascii_digit()))
+        .filter(|pid| parent_of(pid).is_some_and(|ppid| ppid == parent))
+        .filter_map(|pid| ticks(&pid))
+        .map(|(own, children)| own + children)
+        .sum();
+    started + ticks(&parent).map_or(0.0, |(own, children)| own + children)
+}
+
+/// The parent process id of `/proc/<pid>`.
+fn parent_of(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The field after the state, after the command name in parentheses.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1).map(str::to_string)
+}
+
 fn database() -> f64 {
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0.0 };
     entries
@@ -85,6 +119,14 @@ fn database() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_found_under_its_parent() {
+        let parent = std::os::unix::process::parent_id().to_string();
+        assert_eq!(parent_of(&std::process::id().to_string()), Some(parent.clone()));
+        // The parent's own time at least: it has run to start this process.
+        assert!(cluster(parent.parse().expect("a pid")) > 0.0);
+    }
 
     #[test]
     fn this_process_uses_cpu() {

@@ -13,6 +13,7 @@ mod load;
 mod postgres;
 mod preload;
 mod provisioning;
+mod reads;
 mod report;
 mod servers;
 mod watchers;
@@ -173,6 +174,20 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         println!("{}", figures.markdown());
         return figures.check();
     }
+    if options.postgres_only {
+        // Its baseline is `pgbench`: no example to build.
+        let shape = Shape {
+            connections: options.connections,
+            warmup: Duration::from_secs(options.warmup),
+            measure: Duration::from_secs(options.seconds),
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let work = tempfile::Builder::new().prefix("cms-bench-").tempdir()?;
+        let binary = release.join("cms-server");
+        let figures = runtime.block_on(postgres::measure(&binary, work.path(), shape, ADMIN_PASSWORD))?;
+        println!("{}", figures.markdown());
+        return Ok(());
+    }
     timings.run(
         "build the baseline examples (release)",
         &mut cargo([
@@ -184,6 +199,8 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
             "hello",
             "--example",
             "durable_insert",
+            "--example",
+            "broadcaster",
         ]),
         BUILD_LIMIT,
     )?;
@@ -193,20 +210,12 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
         measure: Duration::from_secs(options.seconds),
     };
     if options.watchers_only {
-        let figures = watch_fan_out(options, &release.join("cms-server"))?;
+        let figures = watchers::fan_out(options, &release)?;
         println!("{}", figures.markdown());
         return Ok(());
     }
     if options.writes_only {
         let figures = write_rates(options, shape, &release)?;
-        println!("{}", figures.markdown());
-        return Ok(());
-    }
-    if options.postgres_only {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        let work = tempfile::Builder::new().prefix("cms-bench-").tempdir()?;
-        let binary = release.join("cms-server");
-        let figures = runtime.block_on(postgres::measure(&binary, work.path(), shape, ADMIN_PASSWORD))?;
         println!("{}", figures.markdown());
         return Ok(());
     }
@@ -259,11 +268,35 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
     copy_files(&preloaded, &open_data)?;
     let unauthenticated = Process::start("cms-server (no auth)", &binary, &open_data, &open)?;
 
-    let measured = runtime.block_on(measure(options, hello.addr, server.addr, unauthenticated.addr));
+    let targets = runtime.block_on(async {
+        let signed_in = login(Target::new(server.addr)).await?;
+        let with_api_token = api_token(&signed_in).await?;
+        anyhow::Ok((signed_in, with_api_token))
+    });
+    let measured = targets.and_then(|(signed_in, with_api_token)| {
+        let single = runtime.block_on(measure(
+            options,
+            hello.addr,
+            &signed_in,
+            &with_api_token,
+            unauthenticated.addr,
+        ))?;
+        let servers = reads::Servers {
+            hello: &hello,
+            open: &unauthenticated,
+            server: &server,
+            login: signed_in,
+            api_token: with_api_token,
+        };
+        let shape = (Duration::from_secs(options.warmup), Duration::from_secs(options.seconds));
+        let two_threads = reads::measure(&servers, options.tenants, shape.0, shape.1, options.rounds)?;
+        anyhow::Ok((single, two_threads))
+    });
     let console_page = runtime.block_on(console_page_size(server.addr));
     let exits = [hello.terminate(), server.terminate(), unauthenticated.terminate()];
-    let measurements = measured?;
+    let (measurements, two_threads) = measured?;
     let console_page = console_page?;
+    let reads_markdown = reads::markdown(&two_threads, &measurements);
     for exit in exits {
         let status = exit?;
         ensure!(status.success(), "a benchmarked process exited with {status} after SIGTERM");
@@ -271,16 +304,21 @@ pub(crate) fn run(options: &BenchOptions) -> Result<()> {
 
     let report = Report::new(options_summary(options), measurements);
     if options.http_only {
-        println!("\n{}{}", report.markdown(&commit()), console_markdown(options.tenants, console_page));
+        println!(
+            "\n{}{reads_markdown}{}",
+            report.markdown(&commit()),
+            console_markdown(options.tenants, console_page)
+        );
         return Ok(());
     }
     let postgres = runtime.block_on(postgres::measure(&binary, data.path(), shape, ADMIN_PASSWORD))?;
     let writes = write_rates(options, shape, &release)?;
-    let fan_out = watch_fan_out(options, &binary)?;
+    let fan_out = watchers::fan_out(options, &release)?;
     let backups = backup_memory(options, &binary)?;
     let figures = provisioning_figures(options, &mut timings, &runtime)?;
 
     let markdown = report.markdown(&commit())
+        + &reads_markdown
         + &console_markdown(options.tenants, console_page)
         + &footprint_markdown(&[empty, full])
         + &writes.markdown()
@@ -335,12 +373,11 @@ fn backup_memory(options: &BenchOptions, binary: &std::path::Path) -> Result<bac
 async fn measure(
     options: &BenchOptions,
     hello: SocketAddr,
-    server: SocketAddr,
+    server: &Target,
+    with_api_token: &Target,
     unauthenticated: SocketAddr,
 ) -> Result<Vec<Measurement>> {
     let hello = Target::new(hello);
-    let server = login(Target::new(server)).await?;
-    let with_api_token = api_token(&server).await?;
     let unauthenticated = Target::new(unauthenticated);
     let shape = Shape {
         connections: options.connections,
@@ -362,13 +399,13 @@ async fn measure(
                 &unauthenticated,
                 workloads::get_tenant(unauthenticated.clone(), options.tenants),
             ),
-            (GET_JWT, &server, workloads::get_tenant(server.clone(), options.tenants)),
-            (GET_API_TOKEN, &with_api_token, workloads::get_tenant(with_api_token.clone(), options.tenants)),
-            (&list_name, &server, workloads::list_tenants(server.clone(), options.tenants)),
+            (GET_JWT, server, workloads::get_tenant(server.clone(), options.tenants)),
+            (GET_API_TOKEN, with_api_token, workloads::get_tenant(with_api_token.clone(), options.tenants)),
+            (&list_name, server, workloads::list_tenants(server.clone(), options.tenants)),
             (&console_name, &console, workloads::get_path(console.clone(), "/")),
             (
                 "PUT tenant (own tenant per connection)",
-                &server,
+                server,
                 workloads::put_tenant(server.clone(), round * options.connections),
             ),
             ("hello (actix-web baseline, again)", &hello, workloads::get_path(hello.clone(), "/hello")),
@@ -383,14 +420,30 @@ async fn measure(
     Ok(measurements)
 }
 
-/// Copies the files of directory `from` into a new directory `to`.
+/// Copies the files of directory `from` into a new directory `to`. A store
+/// closing in the background may still remove its `-wal` and `-shm` files
+/// meanwhile: a file gone before it was copied starts the copy over.
 fn copy_files(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
     std::fs::create_dir(to).with_context(|| format!("creating {}", to.display()))?;
+    for _ in 0..50 {
+        match copy_once(from, to) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            done => return done.with_context(|| format!("copying {} to {}", from.display(), to.display())),
+        }
+    }
+    anyhow::bail!("the files of {} kept changing while they were copied", from.display())
+}
+
+fn copy_once(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(to)? {
+        std::fs::remove_file(entry?.path())?;
+    }
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         if entry.file_type()?.is_file() {
-            std::fs::copy(entry.path(), to.join(entry.file_name()))
-                .with_context(|| format!("copying {}", entry.path().display()))?;
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
         }
     }
     Ok(())
@@ -538,37 +591,4 @@ fn footprint_markdown(footprints: &[Footprint]) -> String {
         ));
     }
     text
-}
-
-/// The watch fan-out bench on a server of its own (an empty store), with a
-/// client runtime of one thread, which leaves the server's workers the most
-/// of the machine.
-fn watch_fan_out(options: &BenchOptions, binary: &std::path::Path) -> Result<watchers::Figures> {
-    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)?.0;
-    ensure!(
-        limit as usize > options.watchers + 1000,
-        "{} watchers need more open files than the limit of {limit}: raise `ulimit -n`",
-        options.watchers
-    );
-    let data = tempfile::Builder::new().prefix("cms-bench-watch-").tempdir()?;
-    // Every watcher is the admin's: one identity, so its bound is lifted.
-    let watches = (options.watchers + 1).to_string();
-    let env = [
-        ("CMS_WATCHES_PER_IDENTITY", watches.as_str()),
-        ("CMS_BOOTSTRAP_ADMIN_PASSWORD", ADMIN_PASSWORD),
-        ("CMS_KEY_POOL", "0"),
-        ("CMS_PROVISIONING", "false"),
-    ];
-    let server = Process::start("cms-server (watchers)", binary, data.path(), &env)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
-    let figures = runtime.block_on(async {
-        let target = login(Target::new(server.addr)).await?;
-        println!("opening {} watchers", options.watchers);
-        watchers::measure(&server, &target, options.watchers, 20).await
-    });
-    runtime.shutdown_timeout(Duration::from_secs(5));
-    let status = server.terminate()?;
-    let figures = figures?;
-    ensure!(status.success(), "the watched server exited with {status}");
-    Ok(figures)
 }

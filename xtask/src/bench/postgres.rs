@@ -1,7 +1,12 @@
 //! PUT and create throughput on PostgreSQL, as ratios to what `pgbench`
 //! inserts on the same throwaway server (from `cms-pgtest`, fsync on) in the
 //! same run: one single-row insert per transaction, with as many clients as
-//! the scenarios have connections.
+//! the scenarios have connections ([`CONNECTIONS`]).
+//!
+//! The server runs with `pg_stat_statements`, so that each scenario also tells
+//! what the database did per write ([`stats`]): statements, calls and commits,
+//! WAL, and the statements that took the most time. Its CPU time is that of
+//! this server's processes alone.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,6 +24,14 @@ use super::workloads::{self, tenant_body, tenant_name};
 use super::writes;
 use crate::shell::output;
 
+mod stats;
+
+use stats::Stats;
+
+/// Connections of every scenario here, and `pgbench`'s clients: the
+/// figure the target (0.5× `pgbench`) is set at.
+pub(crate) const CONNECTIONS: usize = 64;
+
 /// The sealing key of the benchmarked server: standard base64 of 32 bytes.
 const SECRETS_KEY: &str = "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=";
 
@@ -34,6 +47,10 @@ pub(crate) struct Figures {
     pub(crate) put_cpu: Usage,
     pub(crate) create_cpu: Usage,
     pub(crate) insert_cpu: Usage,
+    /// What the database did in each scenario.
+    pub(crate) put_stats: Stats,
+    pub(crate) create_stats: Stats,
+    pub(crate) insert_stats: Stats,
 }
 
 impl Figures {
@@ -65,7 +82,14 @@ impl Figures {
              JSON reply; in the database its batch locks the tenants it touches, reads the rows its\n\
              writes look at, writes them, logs an event holding the whole object and appends the audit\n\
              records, all in one transaction. A `pgbench` insert is one statement. With every party on\n\
-             the same cores, the ratio of throughputs follows the ratio of CPU time per operation.\n",
+             the same cores, the ratio of throughputs follows the ratio of CPU time per operation.\n\n\
+             What the database did per write, from `pg_stat_statements` (reset before each scenario),\n\
+             `pg_stat_database` and `pg_stat_wal`, over each whole run (warm-up included). A write is\n\
+             a request (one audit record each); for `pgbench`, an insert. A call is one statement run;\n\
+             commits count the listener's single-statement reads too, so calls per commit understate a batch's.\n\n\
+             {}{}{}{}\n\
+             The statements that took the most time:\n\n\
+             {}{}{}",
             self.connections,
             self.puts_per_second,
             self.creates_per_second,
@@ -84,14 +108,41 @@ impl Figures {
             insert.1,
             insert.2,
             insert.1 + insert.2,
+            stats::HEADER,
+            self.put_stats.row("PUT tenant"),
+            self.create_stats.row("POST config patch"),
+            self.insert_stats.row("`pgbench` insert"),
+            stats::TOP_HEADER,
+            self.put_stats.top_rows("PUT"),
+            self.create_stats.top_rows("POST"),
         )
     }
 }
 
-/// Measures both on one fresh server.
+/// Names another `cms-server` binary to measure first, on a server of its
+/// own, and print: a build from before a change, compared in the same run.
+const COMPARE: &str = "CMS_BENCH_COMPARE_SERVER";
+
+/// Measures both on one fresh server; first, when [`COMPARE`] names a
+/// binary, that one too, printed as the comparison.
 pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: &str) -> Result<Figures> {
-    let postgres = PgServer::start();
+    if let Some(other) = std::env::var_os(COMPARE) {
+        println!("measuring {} first, for comparison", Path::new(&other).display());
+        let compare = work.join("compare");
+        std::fs::create_dir_all(&compare)?;
+        let figures = measure_one(Path::new(&other), &compare, shape, password).await?;
+        println!("# the comparison\n{}", figures.markdown());
+    }
+    measure_one(binary, work, shape, password).await
+}
+
+/// Measures both on one fresh server.
+async fn measure_one(binary: &Path, work: &Path, shape: Shape, password: &str) -> Result<Figures> {
+    let shape = Shape { connections: CONNECTIONS, ..shape };
+    let postgres = PgServer::start_with(&stats::SETTINGS);
     let url = format!("{}?sslmode=disable", postgres.database());
+    let postmaster = postgres.postmaster_pid();
+    blocking(&url, stats::install).await?;
     preload(&url, shape.connections).await?;
 
     let data = work.join("postgres-server");
@@ -107,14 +158,19 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
     ];
     let server = Process::start("cms-server (PostgreSQL)", binary, &data, &env)?;
     let target = super::login(Target::new(server.addr)).await?;
+    let sample = || cpu::Sample::take_of(Some(server.pid()), postmaster);
     println!("running PUT tenant on PostgreSQL");
-    let before = cpu::Sample::take(Some(server.pid()));
+    let start = blocking(&url, stats::start).await?;
+    let before = sample();
     let outcome = load::run(target.addr, shape, workloads::put_tenant(target.clone(), 0)).await;
-    let put_cpu = before.until(&cpu::Sample::take(Some(server.pid())));
+    let put_cpu = before.until(&sample());
+    let put_stats = blocking(&url, move |url| stats::finish(url, start)).await?;
     println!("running POST config patch on PostgreSQL");
-    let before = cpu::Sample::take(Some(server.pid()));
+    let start = blocking(&url, stats::start).await?;
+    let before = sample();
     let created = load::run(target.addr, shape, writes::create_patches(&target, 0)).await;
-    let create_cpu = before.until(&cpu::Sample::take(Some(server.pid())));
+    let create_cpu = before.until(&sample());
+    let create_stats = blocking(&url, move |url| stats::finish(url, start)).await?;
     let status = server.terminate()?;
     let outcome = outcome.context("the PUT scenario on PostgreSQL")?;
     let created = created.context("the create scenario on PostgreSQL")?;
@@ -127,11 +183,22 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
     // `pgbench` runs through the blocking shell helpers, off the runtime.
     let port = postgres.port();
     let (url, work) = (url.clone(), work.to_path_buf());
-    let (inserts_per_second, insert_cpu) = std::thread::spawn(move || pgbench(port, &url, &work, shape))
-        .join()
-        .map_err(|_| anyhow::anyhow!("the pgbench thread panicked"))??;
+    let (inserts_per_second, insert_cpu, insert_stats) =
+        std::thread::spawn(move || pgbench(port, &url, &work, shape, postmaster))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the pgbench thread panicked"))??;
     drop(postgres);
     println!("  pgbench: {inserts_per_second:.0} inserts/s");
+    for (name, stats) in [("PUT", &put_stats), ("POST", &create_stats), ("pgbench", &insert_stats)] {
+        println!(
+            "  {name}: {} writes, {:.1} per commit, {:.2} calls per write, {:.1} per commit, {:.0} WAL bytes per write",
+            stats.writes,
+            stats.writes_per_commit(),
+            stats.calls as f64 / stats.writes.max(1) as f64,
+            stats.calls_per_commit(),
+            stats.wal_bytes as f64 / stats.writes.max(1) as f64,
+        );
+    }
     Ok(Figures {
         connections: shape.connections,
         puts_per_second: outcome.per_second(),
@@ -140,7 +207,19 @@ pub(crate) async fn measure(binary: &Path, work: &Path, shape: Shape, password: 
         put_cpu,
         create_cpu,
         insert_cpu,
+        put_stats,
+        create_stats,
+        insert_stats,
     })
+}
+
+/// Runs a blocking probe of the database of `url` off the runtime.
+async fn blocking<T: Send + 'static>(
+    url: &str,
+    probe: impl FnOnce(&str) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || probe(&url)).await.context("a database probe panicked")?
 }
 
 /// Stores tenants `0..total` without secrets: the PUT scenario needs none.
@@ -164,7 +243,13 @@ async fn preload(url: &str, total: usize) -> Result<()> {
 
 /// `pgbench`'s rate of single-row insert transactions, with the shape's
 /// clients, warm-up and duration, and the cores it kept busy.
-fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<(f64, Usage)> {
+fn pgbench(
+    port: u16,
+    url: &str,
+    work: &Path,
+    shape: Shape,
+    postmaster: Option<u32>,
+) -> Result<(f64, Usage, Stats)> {
     let document = tenant_body(&tenant_name(0), serde_json::json!({"bench": "pgbench"}), Some(1));
     let document = String::from_utf8(document)?.replace('\'', "''");
     let setup = "CREATE TABLE IF NOT EXISTS bench_insert (id bigserial PRIMARY KEY, body jsonb NOT NULL)";
@@ -176,7 +261,8 @@ fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<(f64, Usag
     std::fs::write(&script, format!("INSERT INTO bench_insert (body) VALUES ('{document}');\n"))?;
     let seconds = (shape.warmup + shape.measure).as_secs().max(1).to_string();
     let clients = shape.connections.to_string();
-    let before = cpu::Sample::take(None);
+    let start = stats::start(url)?;
+    let before = cpu::Sample::take_of(None, postmaster);
     let text = output(
         Command::new(cms_pgtest::client_tool("pgbench"))
             .args(["-n", "-c", &clients, "-j", "2", "-T", &seconds, "-f"])
@@ -185,7 +271,10 @@ fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<(f64, Usag
         Duration::from_secs(600),
     )
     .with_context(|| format!("pgbench on port {port}"))?;
-    let usage = before.until(&cpu::Sample::take(None));
+    let usage = before.until(&cpu::Sample::take_of(None, postmaster));
+    let mut stats = stats::finish(url, start)?;
+    // pgbench's writes are its transactions.
+    stats.writes = stats.commits;
     let Some(tps) = text
         .lines()
         .find(|line| line.starts_with("tps = "))
@@ -194,5 +283,5 @@ fn pgbench(port: u16, url: &str, work: &Path, shape: Shape) -> Result<(f64, Usag
     else {
         bail!("pgbench printed no rate:\n{text}")
     };
-    Ok((tps, usage))
+    Ok((tps, usage, stats))
 }

@@ -26,6 +26,23 @@ impl Measurement {
             p99_micros: outcome.latency(0.99),
         }
     }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn per_second(&self) -> f64 {
+        self.per_second
+    }
+
+    pub(crate) fn p99_micros(&self) -> u32 {
+        self.p99_micros
+    }
+}
+
+/// `rate` as a ratio of `baseline`; 0 without a baseline.
+pub(crate) fn ratio(rate: f64, baseline: f64) -> f64 {
+    if baseline > 0.0 { rate / baseline } else { 0.0 }
 }
 
 /// Per scenario, the round with the median throughput. `rounds` holds the
@@ -72,7 +89,7 @@ impl Report {
         let _ = writeln!(text, "| Scenario | Requests | Requests/s | Ratio to hello | p50 | p99 | Non-2xx |");
         let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|");
         for m in &self.measurements {
-            let ratio = if baseline > 0.0 { m.per_second / baseline } else { 0.0 };
+            let ratio = ratio(m.per_second, baseline);
             let _ = writeln!(
                 text,
                 "| {} | {} | {:.0} | {ratio:.2}× | {} | {} | {} |",
