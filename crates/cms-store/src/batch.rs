@@ -498,15 +498,7 @@ async fn write_rows(txn: &DatabaseTransaction, base: &Base, rows: Overlay) -> Re
             _ => {}
         }
     }
-    // Tenants first, so that a tenant another replica created meanwhile is
-    // the row named in the error.
-    inserts.sort_by(|a, b| {
-        (a.kind != Kind::Tenant.as_str(), &a.tenant, &a.name).cmp(&(
-            b.kind != Kind::Tenant.as_str(),
-            &b.tenant,
-            &b.name,
-        ))
-    });
+    tenants_first(&mut inserts);
     if removed {
         object::Entity::delete_many().filter(removals).exec(txn).await?;
     }
@@ -576,6 +568,14 @@ async fn read_needs(
         true => postgres::read(txn, needs, base).await,
         false => read(txn, needs, base).await,
     }
+}
+
+/// Orders new rows tenants first, so that a tenant another replica created
+/// meanwhile is the row named in the error.
+fn tenants_first(inserts: &mut [object::Model]) {
+    let tenant = Kind::Tenant.as_str();
+    inserts
+        .sort_by(|a, b| (a.kind != tenant, &a.tenant, &a.name).cmp(&(b.kind != tenant, &b.tenant, &b.name)));
 }
 
 /// `err` the first time, for a batch of one.

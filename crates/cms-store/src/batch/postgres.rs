@@ -264,15 +264,7 @@ pub(super) async fn write(
             _ => {}
         }
     }
-    // Tenants first, so that a tenant another replica created meanwhile is
-    // the row named in the error.
-    inserts.sort_by(|a, b| {
-        (a.kind != Kind::Tenant.as_str(), &a.tenant, &a.name).cmp(&(
-            b.kind != Kind::Tenant.as_str(),
-            &b.tenant,
-            &b.name,
-        ))
-    });
+    super::tenants_first(&mut inserts);
     let first_insert = inserts.first().map(crate::render::key_of).transpose()?;
     let mut columns = Columns::default();
     for row in inserts {
