@@ -67,14 +67,14 @@ impl RequestRate {
     pub(crate) fn check(&self, who: IdentityRef<'_>, now: Instant) -> Result<(), u64> {
         let now = u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX - 1);
         let known = self.known.get_or_default();
-        let kept = known.borrow().get(&who).cloned();
-        if let Some(time) = kept {
-            match self.advance(&time, now) {
-                Advance::Retired => {
-                    known.borrow_mut().remove(&who);
-                }
-                outcome => return outcome.answer(),
+        // Moved on in place: cloning the time would touch its shared count.
+        let kept = known.borrow().get(&who).map(|time| self.advance(time, now));
+        match kept {
+            Some(Advance::Retired) => {
+                known.borrow_mut().remove(&who);
             }
+            Some(outcome) => return outcome.answer(),
+            None => {}
         }
         loop {
             let Some(time) = self.find(who, now) else { return Ok(()) };
