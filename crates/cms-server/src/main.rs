@@ -35,6 +35,12 @@ use clap::{Parser, Subcommand};
 
 use crate::settings::Settings;
 
+/// mimalloc rather than the C library's allocator: its per-thread free
+/// lists keep the allocations of requests and batches off a shared arena
+/// (`docs/performance.md`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The Cluster Management Service.
 #[derive(Debug, Parser)]
 #[command(name = "cms-server", version)]
