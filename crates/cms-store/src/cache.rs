@@ -76,6 +76,11 @@ fn labels_of(json: &[u8]) -> BTreeMap<String, String> {
 #[derive(Default)]
 struct Inner {
     objects: BTreeMap<Key, Entry>,
+    /// Every object again, by key: a point lookup hashes the key once,
+    /// where the ordered map compares it with a string comparison or two
+    /// at each of its levels (a tenant's GET spent about a tenth of the
+    /// server's time in them, `docs/performance.md`).
+    points: HashMap<Key, Arc<Object>>,
     /// How many objects each `(kind, tenant)` holds, and each kind in all.
     scoped: HashMap<(Kind, String), u64>,
     by_kind: HashMap<Kind, u64>,
@@ -97,7 +102,7 @@ impl Cache {
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Object>> {
-        self.read().objects.get(key).map(|entry| entry.object.clone())
+        self.read().points.get(key).cloned()
     }
 
     pub(crate) fn revision(&self) -> u64 {
@@ -156,7 +161,7 @@ impl Cache {
     ) -> (Vec<Arc<Object>>, u64, broadcast::Receiver<Broadcast>) {
         let inner = self.read();
         let objects = match only {
-            Some(key) => inner.objects.get(key).map(|entry| entry.object.clone()).into_iter().collect(),
+            Some(key) => inner.points.get(key).cloned().into_iter().collect(),
             None => inner.range(kind, None).cloned().collect(),
         };
         (objects, inner.revision, self.events.subscribe())
@@ -222,6 +227,7 @@ impl Cache {
 impl Inner {
     fn insert(&mut self, object: Arc<Object>, changed: u64) {
         let key = object.key.clone();
+        self.points.insert(key.clone(), object.clone());
         if self
             .objects
             .insert(key.clone(), Entry { labels: labels_of(&object.json), object, changed })
@@ -241,6 +247,7 @@ impl Inner {
     }
 
     fn remove(&mut self, key: &Key) {
+        self.points.remove(key);
         if self.objects.remove(key).is_some() {
             if let Some(count) = self.scoped.get_mut(&(key.kind, key.tenant.clone())) {
                 *count -= 1;
@@ -322,6 +329,23 @@ mod tests {
         assert_eq!(keys(cache.all(Kind::Machine, Some("b"))), [Key::child(Kind::Machine, "b", "m1")]);
         assert!(cache.all(Kind::Tenant, None).is_empty());
         assert!(cache.all(Kind::Machine, Some("c")).is_empty());
+    }
+
+    #[test]
+    fn point_lookups_follow_every_change_and_reload() {
+        let key = Key::child(Kind::Machine, "a", "m1");
+        let cache = Cache::new(vec![loaded(Kind::Machine, "a", "m1")], 1, 8);
+        assert_eq!(cache.get(&key).map(|o| o.resource_version), Some(1));
+        let mut changed = object(Kind::Machine, "a", "m1");
+        changed.resource_version = 2;
+        cache.apply(vec![event(2, EventType::Modified, changed)]).unwrap();
+        assert_eq!(cache.get(&key).map(|o| o.resource_version), Some(2));
+        cache.apply(vec![event(3, EventType::Deleted, object(Kind::Machine, "a", "m1"))]).unwrap();
+        assert!(cache.get(&key).is_none());
+        assert!(all_items(&cache, Kind::Machine).is_empty());
+        cache.replace(vec![loaded(Kind::Machine, "b", "m1")], 9);
+        assert!(cache.get(&key).is_none(), "a reload drops what it does not hold");
+        assert!(cache.get(&Key::child(Kind::Machine, "b", "m1")).is_some());
     }
 
     fn all_items(cache: &Cache, kind: Kind) -> Vec<Arc<Object>> {
