@@ -22,6 +22,7 @@ use crate::jwt::{LoginTokens, SsoClaims};
 use crate::limits::{LimitOptions, Limits};
 use crate::password;
 use crate::password_checks::PasswordChecks;
+use crate::seen::{Reuse, Seen};
 use crate::sso::{SsoOptions, WorkloadTrust};
 use crate::throttle::LoginThrottle;
 
@@ -146,6 +147,9 @@ pub struct Authenticator {
     /// Login tokens that verified, with their user, expiry and sign-in.
     logins: Mutex<HashMap<String, VerifiedLogin>>,
     api_tokens: Mutex<HashMap<String, (TokenRecord, Instant)>>,
+    /// The callers each thread has seen tokens prove, kept as the caches
+    /// above would answer (`seen.rs`).
+    pub(crate) seen: Seen,
     /// Held for writing while the first admin is being created; logins
     /// wait for it.
     setup: Arc<tokio::sync::RwLock<()>>,
@@ -208,6 +212,7 @@ impl Authenticator {
             max_grants: options.max_grants,
             logins: Mutex::new(HashMap::new()),
             api_tokens: Mutex::new(HashMap::new()),
+            seen: Seen::default(),
             setup: Arc::new(tokio::sync::RwLock::new(())),
         })
     }
@@ -268,33 +273,51 @@ impl Authenticator {
     /// Checks a bearer token: an API token, a login JWT, or a token of a
     /// trusted workload issuer. The caller carries the grants that name it;
     /// a caller from elsewhere needs a global role or a grant.
+    ///
+    /// A token this thread saw prove a caller lately is answered from
+    /// what it proved, while the caches that answer would still do so
+    /// (`seen.rs`).
     pub async fn authenticate(&self, bearer: &str) -> Result<Caller, AuthError> {
-        let caller = self.identify(bearer).await?;
-        self.with_grants(caller).await
+        let now = Instant::now();
+        if let Some(caller) = self.seen.get(bearer, now) {
+            return Ok(caller);
+        }
+        let generation = self.seen.generation();
+        let mut reuse = Reuse::until(now + self.cache_ttl);
+        let caller = self.identify(bearer, &mut reuse).await?;
+        let caller = self.with_grants_reused(caller, &mut reuse).await?;
+        self.seen.keep(bearer, &caller, generation, reuse, now);
+        Ok(caller)
     }
 
-    /// The caller a bearer token proves, with its global role, before its grants.
-    async fn identify(&self, bearer: &str) -> Result<Caller, AuthError> {
+    /// The caller a bearer token proves, with its global role, before its
+    /// grants; `reuse` learns how long the answer stays good.
+    async fn identify(&self, bearer: &str, reuse: &mut Reuse) -> Result<Caller, AuthError> {
         if bearer.starts_with(api_token::PREFIX) {
-            return self.authenticate_api_token(bearer).await;
+            return self.authenticate_api_token(bearer, reuse).await;
         }
         // A login token that verified before costs a lookup; only others
         // are read to choose who verifies them.
-        let (user, sso) = match self.remembered_login(bearer) {
+        let (user, expires, sso) = match self.remembered_login(bearer) {
             Some(login) => login,
             None => {
                 if let Some(issuer) = foreign_issuer(bearer) {
+                    reuse.never();
                     return self.authenticate_workload(&issuer, bearer).await;
                 }
                 self.verified_login(bearer)?
             }
         };
+        reuse.by(instant_of(DateTime::from_timestamp(expires, 0).unwrap_or_default()));
         match sso {
             None => {
-                let role = self.role_of(&user).await?;
+                let role = self.role_of(&user, reuse).await?;
                 Ok(Caller::local(&user, role, Credential::Login))
             }
-            Some(sso) => self.sso_caller(user, sso),
+            Some(sso) => {
+                reuse.never();
+                self.sso_caller(user, sso)
+            }
         }
     }
 
@@ -302,7 +325,7 @@ impl Authenticator {
     /// later requests do not pay for the signature check again (see
     /// [`Authenticator::remembered_login`]); a remembered token is the exact
     /// string that verified.
-    fn verified_login(&self, bearer: &str) -> Result<(String, Option<SsoClaims>), AuthError> {
+    fn verified_login(&self, bearer: &str) -> Result<(String, i64, Option<SsoClaims>), AuthError> {
         let now = Utc::now().timestamp();
         let claims = self.tokens.verify(bearer)?;
         let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
@@ -313,20 +336,20 @@ impl Authenticator {
             }
         }
         logins.insert(bearer.to_string(), (claims.sub.clone(), claims.exp, claims.sso.clone()));
-        Ok((claims.sub, claims.sso))
+        Ok((claims.sub, claims.exp, claims.sso))
     }
 
-    /// The user and sign-in of a login token that verified before and has
-    /// not expired.
-    fn remembered_login(&self, bearer: &str) -> Option<(String, Option<SsoClaims>)> {
+    /// The user, expiry and sign-in of a login token that verified before
+    /// and has not expired.
+    fn remembered_login(&self, bearer: &str) -> Option<VerifiedLogin> {
         let logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
         let (user, expires, sso) = logins.get(bearer)?;
-        (*expires > Utc::now().timestamp()).then(|| (user.clone(), sso.clone()))
+        (*expires > Utc::now().timestamp()).then(|| (user.clone(), *expires, sso.clone()))
     }
 
-    async fn authenticate_api_token(&self, bearer: &str) -> Result<Caller, AuthError> {
+    async fn authenticate_api_token(&self, bearer: &str, reuse: &mut Reuse) -> Result<Caller, AuthError> {
         let (id, secret) = api_token::parse(bearer).ok_or(AuthError::Unauthorized("invalid token"))?;
-        let record = self.token_record(id).await?.ok_or(AuthError::Unauthorized("invalid token"))?;
+        let record = self.token_record(id, reuse).await?.ok_or(AuthError::Unauthorized("invalid token"))?;
         if !api_token::matches(secret, &record.secret_hash) {
             return Err(AuthError::Unauthorized("invalid token"));
         }
@@ -334,9 +357,11 @@ impl Authenticator {
         if record.expires_at <= now {
             return Err(AuthError::Unauthorized("token expired"));
         }
-        let role = self.role_of(&record.user).await?;
-        if record.last_used_at.is_none_or(|used| now - used > TOUCH_INTERVAL) {
-            self.touch(&record, now);
+        reuse.by(instant_of(record.expires_at));
+        let role = self.role_of(&record.user, reuse).await?;
+        match record.last_used_at {
+            Some(used) if now - used <= TOUCH_INTERVAL => reuse.by(instant_of(used + TOUCH_INTERVAL)),
+            _ => self.touch(&record, now),
         }
         Ok(Caller::local(&record.user, role, Credential::ApiToken { id: record.id }))
     }
@@ -357,11 +382,12 @@ impl Authenticator {
         });
     }
 
-    async fn token_record(&self, id: &str) -> Result<Option<TokenRecord>, AuthError> {
+    async fn token_record(&self, id: &str, reuse: &mut Reuse) -> Result<Option<TokenRecord>, AuthError> {
         let fresh = |at: &Instant| at.elapsed() < self.cache_ttl;
         if let Some((record, at)) = self.api_tokens.lock().unwrap_or_else(|p| p.into_inner()).get(id)
             && fresh(at)
         {
+            reuse.by(*at + self.cache_ttl);
             return Ok(Some(record.clone()));
         }
         let record = self.accounts.token(id.to_string()).await?;
@@ -374,10 +400,11 @@ impl Authenticator {
     }
 
     /// The global role of the local user `user`, `None` when it has none.
-    async fn role_of(&self, user: &str) -> Result<Option<UserRole>, AuthError> {
+    async fn role_of(&self, user: &str, reuse: &mut Reuse) -> Result<Option<UserRole>, AuthError> {
         if let Some((role, at)) = self.roles.lock().unwrap_or_else(|p| p.into_inner()).get(user)
             && at.elapsed() < self.cache_ttl
         {
+            reuse.by(*at + self.cache_ttl);
             return Ok(*role);
         }
         let record = self.accounts.user(user.to_string()).await?;
@@ -393,6 +420,8 @@ impl Authenticator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|_, (record, _)| record.user != user);
+        // After the caches are cleared, as `forget_grants` does.
+        self.seen.forget_all();
     }
 
     /// Creates a user with a bcrypt-hashed password.
@@ -478,6 +507,7 @@ impl Authenticator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|_, (r, _)| !(r.user == user && r.name == name));
+        self.seen.forget_all();
         Ok(revoked?)
     }
 
@@ -485,4 +515,11 @@ impl Authenticator {
     pub fn accounts(&self) -> &Arc<dyn Accounts> {
         &self.accounts
     }
+}
+
+/// The instant at which the wall-clock time `at` comes, by the clock of
+/// [`Instant`]; now when it has passed.
+fn instant_of(at: DateTime<Utc>) -> Instant {
+    let left = (at - Utc::now()).to_std().unwrap_or_default();
+    Instant::now() + left
 }

@@ -15,17 +15,20 @@ use crate::authenticator::Authenticator;
 use crate::error::AuthError;
 use crate::grants::{Grant, Grants};
 use crate::identity::{Caller, Source};
+use crate::seen::Reuse;
 
 /// Every grant, shared.
 pub(crate) type AllGrants = Arc<[Arc<Grant>]>;
 
 impl Authenticator {
     /// Every grant, from the cache while it is fresh. A stored grant that
-    /// no longer reads as valid is skipped, with a warning.
-    pub(crate) async fn all_grants(&self) -> Result<AllGrants, AuthError> {
+    /// no longer reads as valid is skipped, with a warning; `reuse` learns
+    /// until when they stay good.
+    async fn all_grants(&self, reuse: &mut Reuse) -> Result<AllGrants, AuthError> {
         if let Some((grants, at)) = self.grants.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
             && at.elapsed() < self.cache_ttl
         {
+            reuse.by(*at + self.cache_ttl);
             return Ok(grants.clone());
         }
         let records = self.accounts().grants().await?;
@@ -46,11 +49,21 @@ impl Authenticator {
     /// `caller` with the grants that name it. An admin needs none. A caller
     /// from elsewhere (single sign-on, workload) with no global role and no
     /// grant is turned away: nothing on this server is its.
-    pub(crate) async fn with_grants(&self, mut caller: Caller) -> Result<Caller, AuthError> {
+    pub(crate) async fn with_grants(&self, caller: Caller) -> Result<Caller, AuthError> {
+        self.with_grants_reused(caller, &mut Reuse::until(Instant::now())).await
+    }
+
+    /// [`Authenticator::with_grants`], telling `reuse` until when the
+    /// grants it found stay good.
+    pub(crate) async fn with_grants_reused(
+        &self,
+        mut caller: Caller,
+        reuse: &mut Reuse,
+    ) -> Result<Caller, AuthError> {
         if caller.role == Some(UserRole::Admin) {
             return Ok(caller);
         }
-        caller.grants = Grants::of(&self.all_grants().await?, &caller);
+        caller.grants = Grants::of(&self.all_grants(reuse).await?, &caller);
         if caller.role.is_some() || !caller.grants.is_empty() {
             return Ok(caller);
         }
@@ -68,6 +81,9 @@ impl Authenticator {
     /// Drops the cached grants, after a write.
     fn forget_grants(&self) {
         *self.grants.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // After the cache is cleared: a caller worked out from it later
+        // belongs to the new generation.
+        self.seen.forget_all();
     }
 
     /// Creates grant `name`. `admin` is never granted

@@ -38,6 +38,7 @@ pub mod password;
 mod password_checks;
 mod permission;
 mod random;
+mod seen;
 pub mod sso;
 mod throttle;
 

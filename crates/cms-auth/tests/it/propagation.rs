@@ -89,3 +89,47 @@ async fn a_changed_group_mapping_applies_to_sessions_signed_in_before() {
     let refused = removed.authenticate(&token).await;
     assert!(matches!(refused, Err(AuthError::Rejected(_))), "{refused:?}");
 }
+
+/// A caller kept for the next requests of a thread (`seen.rs`) lasts no
+/// longer than the cached role it was made from: kept by a thread late in
+/// the role's time to live, it does not start a time of its own.
+#[tokio::test]
+async fn a_caller_kept_late_in_the_roles_time_lasts_no_longer_than_the_role() {
+    let ttl = Duration::from_millis(400);
+    let s = setup().await;
+    let options = |ttl| AuthOptions { signing_key: Some(key()), cache_ttl: ttl, ..AuthOptions::default() };
+    let a = Authenticator::new(s.store.clone(), options(ttl)).await.unwrap();
+    let b = Arc::new(Authenticator::new(s.store.clone(), options(ttl)).await.unwrap());
+    a.create_user("dev", UserRole::Edit, &secret("dev-password")).await.unwrap();
+    let (token, _) = a.login("dev", &secret("dev-password"), None).await.unwrap();
+    // b reads the role and caches it; it was read no later than `read`.
+    assert_eq!(b.authenticate(&token).await.unwrap().role, Some(UserRole::Edit));
+    let read = Instant::now();
+    let (kept, kept_role) = tokio::sync::oneshot::channel();
+    let (changed, change) = tokio::sync::oneshot::channel::<()>();
+    let other = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            // Another thread of b, late in the role's time: it keeps a
+            // caller made from the cached role.
+            tokio::time::sleep(ttl * 3 / 4).await;
+            kept.send(b.authenticate(&token).await.unwrap().role).unwrap();
+            // On a machine so slow that the role had gone stale by then, b
+            // read it anew, and may keep that for its own time.
+            let stale = read + ttl;
+            let fresh_until = match Instant::now() {
+                answered if answered < stale => stale,
+                answered => answered + ttl,
+            };
+            change.await.unwrap();
+            let past = (fresh_until + Duration::from_millis(20)).saturating_duration_since(Instant::now());
+            tokio::time::sleep(past).await;
+            b.authenticate(&token).await.unwrap().role
+        })
+    });
+    assert_eq!(kept_role.await.unwrap(), Some(UserRole::Edit));
+    a.update_user("dev", UserRole::View, None, None).await.unwrap();
+    changed.send(()).unwrap();
+    let late = tokio::task::spawn_blocking(move || other.join().unwrap()).await.unwrap();
+    assert_eq!(late, Some(UserRole::View), "past the role's time, b reads it again");
+}
