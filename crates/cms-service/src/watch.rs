@@ -12,7 +12,9 @@
 //! caught up with: every bookmark interval, and soon after the store moved
 //! past the last frame sent while the watch had nothing to show.
 
+use std::cell::RefCell;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
@@ -20,7 +22,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use bytes::{BufMut, Bytes, BytesMut};
 use cms_auth::WatchSlot;
 use cms_model::Kind;
-use cms_store::{EventType, Key, WatchEvent, WatchItem, WatchRequest, WatchStream};
+use cms_store::{EventType, Key, Object, WatchEvent, WatchItem, WatchRequest, WatchStream};
 use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, MissedTickBehavior, interval_at};
 use tokio_util::sync::CancellationToken;
@@ -192,9 +194,47 @@ fn frames(
     }
 }
 
+/// The last event frame this thread built, with what it was built from:
+/// every watcher served by the thread gets the same bytes for one event,
+/// built once. The object is held, so its address names it alone.
+struct LastFrame {
+    object: Arc<Object>,
+    revision: u64,
+    shown_as: EventType,
+    with_id: bool,
+    frame: Bytes,
+}
+
+thread_local! {
+    static LAST_FRAME: RefCell<Option<LastFrame>> = const { RefCell::new(None) };
+}
+
 /// `id: <revision>` (live events only) and `data: {"type":..,"object":..}`,
-/// the event shown as `event_type`.
+/// the event shown as `event_type`; the same bytes as the frame this
+/// thread built last when that was of the same event, shown alike.
 fn event_frame(event: &WatchEvent, event_type: EventType, with_id: bool) -> Bytes {
+    LAST_FRAME.with_borrow_mut(|last| {
+        if let Some(last) = last.as_ref()
+            && Arc::ptr_eq(&last.object, &event.object)
+            && last.revision == event.revision
+            && last.shown_as == event_type
+            && last.with_id == with_id
+        {
+            return last.frame.clone();
+        }
+        let frame = build_frame(event, event_type, with_id);
+        *last = Some(LastFrame {
+            object: event.object.clone(),
+            revision: event.revision,
+            shown_as: event_type,
+            with_id,
+            frame: frame.clone(),
+        });
+        frame
+    })
+}
+
+fn build_frame(event: &WatchEvent, event_type: EventType, with_id: bool) -> Bytes {
     let json = &event.object.json;
     let mut frame = BytesMut::with_capacity(json.len() + 64);
     if with_id {
@@ -220,10 +260,8 @@ fn bookmark_frame(revision: u64) -> Bytes {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use cms_store::{EventType, Key, Object, WatchError};
+    use cms_store::WatchError;
     use futures_util::stream;
 
     fn event(revision: u64, event_type: EventType, name: &str) -> Result<WatchItem, WatchError> {
@@ -271,6 +309,23 @@ mod tests {
     async fn resumed_watches_carry_ids_from_the_start() {
         let text = collect(vec![event(9, EventType::Deleted, "b")], Some(8)).await;
         assert!(text.starts_with("id: 9\ndata: {\"type\":\"DELETED\""), "{text}");
+    }
+
+    #[test]
+    fn watchers_of_one_event_share_its_frame_and_no_other() {
+        let Ok(WatchItem::Event(first)) = event(7, EventType::Modified, "a") else { unreachable!() };
+        let shared = event_frame(&first, EventType::Modified, true);
+        let again = event_frame(&first.clone(), EventType::Modified, true);
+        assert_eq!(shared.as_ptr(), again.as_ptr(), "a second watcher of the event gets the same bytes");
+        let added = event_frame(&first, EventType::Added, true);
+        assert!(added.starts_with(b"id: 7\ndata: {\"type\":\"ADDED\""), "{added:?}");
+        let bare = event_frame(&first, EventType::Added, false);
+        assert!(bare.starts_with(b"data: {\"type\":\"ADDED\""), "{bare:?}");
+        // Another object of the same revision and name is another event.
+        let Ok(WatchItem::Event(other)) = event(7, EventType::Added, "a") else { unreachable!() };
+        let rebuilt = event_frame(&other, EventType::Added, false);
+        assert_ne!(rebuilt.as_ptr(), bare.as_ptr());
+        assert_eq!(rebuilt, bare);
     }
 
     #[actix_web::test]
