@@ -283,7 +283,7 @@ impl Authenticator {
             return Ok(caller);
         }
         let generation = self.seen.generation();
-        let mut reuse = Reuse::until(now + self.cache_ttl);
+        let mut reuse = Reuse::within(now, self.cache_ttl);
         let caller = self.identify(bearer, &mut reuse).await?;
         let caller = self.with_grants_reused(caller, &mut reuse).await?;
         self.seen.keep(bearer, &caller, generation, reuse, now);
@@ -308,7 +308,7 @@ impl Authenticator {
                 self.verified_login(bearer)?
             }
         };
-        reuse.by(instant_of(DateTime::from_timestamp(expires, 0).unwrap_or_default()));
+        reuse.expires(DateTime::from_timestamp(expires, 0).unwrap_or_default());
         match sso {
             None => {
                 let role = self.role_of(&user, reuse).await?;
@@ -357,11 +357,14 @@ impl Authenticator {
         if record.expires_at <= now {
             return Err(AuthError::Unauthorized("token expired"));
         }
-        reuse.by(instant_of(record.expires_at));
+        reuse.expires(record.expires_at);
         let role = self.role_of(&record.user, reuse).await?;
         match record.last_used_at {
-            Some(used) if now - used <= TOUCH_INTERVAL => reuse.by(instant_of(used + TOUCH_INTERVAL)),
-            _ => self.touch(&record, now),
+            Some(used) if now - used <= TOUCH_INTERVAL => reuse.expires(used + TOUCH_INTERVAL),
+            _ => {
+                self.touch(&record, now);
+                reuse.expires(now + TOUCH_INTERVAL);
+            }
         }
         Ok(Caller::local(&record.user, role, Credential::ApiToken { id: record.id }))
     }
@@ -387,7 +390,7 @@ impl Authenticator {
         if let Some((record, at)) = self.api_tokens.lock().unwrap_or_else(|p| p.into_inner()).get(id)
             && fresh(at)
         {
-            reuse.by(*at + self.cache_ttl);
+            reuse.read_at(*at, self.cache_ttl);
             return Ok(Some(record.clone()));
         }
         let record = self.accounts.token(id.to_string()).await?;
@@ -404,7 +407,7 @@ impl Authenticator {
         if let Some((role, at)) = self.roles.lock().unwrap_or_else(|p| p.into_inner()).get(user)
             && at.elapsed() < self.cache_ttl
         {
-            reuse.by(*at + self.cache_ttl);
+            reuse.read_at(*at, self.cache_ttl);
             return Ok(*role);
         }
         let record = self.accounts.user(user.to_string()).await?;
@@ -515,11 +518,4 @@ impl Authenticator {
     pub fn accounts(&self) -> &Arc<dyn Accounts> {
         &self.accounts
     }
-}
-
-/// The instant at which the wall-clock time `at` comes, by the clock of
-/// [`Instant`]; now when it has passed.
-fn instant_of(at: DateTime<Utc>) -> Instant {
-    let left = (at - Utc::now()).to_std().unwrap_or_default();
-    Instant::now() + left
 }

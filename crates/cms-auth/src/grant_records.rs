@@ -5,7 +5,7 @@
 //! authenticated caller carries the grants that name it.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use cms_model::{GrantSpec, UserRole};
@@ -28,7 +28,7 @@ impl Authenticator {
         if let Some((grants, at)) = self.grants.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
             && at.elapsed() < self.cache_ttl
         {
-            reuse.by(*at + self.cache_ttl);
+            reuse.read_at(*at, self.cache_ttl);
             return Ok(grants.clone());
         }
         let records = self.accounts().grants().await?;
@@ -50,7 +50,7 @@ impl Authenticator {
     /// from elsewhere (single sign-on, workload) with no global role and no
     /// grant is turned away: nothing on this server is its.
     pub(crate) async fn with_grants(&self, caller: Caller) -> Result<Caller, AuthError> {
-        self.with_grants_reused(caller, &mut Reuse::until(Instant::now())).await
+        self.with_grants_reused(caller, &mut Reuse::within(Instant::now(), Duration::ZERO)).await
     }
 
     /// [`Authenticator::with_grants`], telling `reuse` until when the

@@ -10,14 +10,18 @@
 //! use is due to be recorded again, and only while no user, token or grant
 //! was written through the authenticator since (a generation count that
 //! every such write moves on). So it answers as the shared caches would,
-//! never later. Only local users' login tokens and API tokens are kept: a
-//! sign-in's role follows the current group mapping, and a workload's token
-//! is checked at its issuer.
+//! never later; the token's expiry and an API token's next recorded use are
+//! read against the wall clock on every use. Only local users' login tokens
+//! and API tokens are kept: a sign-in's role follows the current group
+//! mapping, and a workload's token is checked at its issuer. A thread drops
+//! the tokens it kept once they are no longer good, when it next meets them
+//! or keeps another, so that revoked and expired ones do not pile up.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use hashbrown::HashMap;
 use thread_local::ThreadLocal;
 
@@ -27,26 +31,40 @@ use crate::identity::Caller;
 const MOST: usize = 1024;
 
 /// Until when a caller may be reused: the earliest of the times its parts
-/// stay good, or never.
+/// stay good, by the monotonic clock (the caches' times) and by the wall
+/// clock (the token's expiry, an API token's next recorded use), or never.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Reuse {
+    never: bool,
     until: Option<Instant>,
+    expires: Option<DateTime<Utc>>,
 }
 
 impl Reuse {
-    /// Reusable until `until`, until a part says otherwise.
-    pub(crate) fn until(until: Instant) -> Reuse {
-        Reuse { until: Some(until) }
+    /// Reusable for `ttl` from `now`, until a part says otherwise.
+    pub(crate) fn within(now: Instant, ttl: Duration) -> Reuse {
+        Reuse { never: false, until: now.checked_add(ttl), expires: None }
     }
 
-    /// A part that stays good until `until`.
-    pub(crate) fn by(&mut self, until: Instant) {
-        self.until = self.until.map(|current| current.min(until));
+    /// A part read from a cache at `at`, good for `ttl` from then.
+    pub(crate) fn read_at(&mut self, at: Instant, ttl: Duration) {
+        if let Some(until) = at.checked_add(ttl) {
+            self.until = Some(self.until.map_or(until, |current| current.min(until)));
+        }
+    }
+
+    /// A part good until the wall-clock time `at`.
+    pub(crate) fn expires(&mut self, at: DateTime<Utc>) {
+        self.expires = Some(self.expires.map_or(at, |current| current.min(at)));
     }
 
     /// A part that must be checked on every request.
     pub(crate) fn never(&mut self) {
-        self.until = None;
+        self.never = true;
+    }
+
+    fn allows(&self, now: Instant, wall: DateTime<Utc>) -> bool {
+        !self.never && self.until.is_none_or(|until| now < until) && self.expires.is_none_or(|at| wall < at)
     }
 }
 
@@ -59,7 +77,7 @@ pub(crate) struct Seen {
 
 struct Entry {
     generation: u64,
-    until: Instant,
+    reuse: Reuse,
     caller: Caller,
 }
 
@@ -75,33 +93,38 @@ impl Seen {
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The caller `bearer` proved on this thread, while it is still good at `now`.
+    /// The caller `bearer` proved on this thread, while it is still good at
+    /// `now`; a kept caller no longer good is dropped, token and all.
     pub(crate) fn get(&self, bearer: &str, now: Instant) -> Option<Caller> {
-        let callers = self.callers.get()?.borrow();
+        let mut callers = self.callers.get()?.borrow_mut();
         let entry = callers.get(bearer)?;
-        (entry.generation == self.generation() && now < entry.until).then(|| entry.caller.clone())
+        if entry.generation == self.generation() && entry.reuse.allows(now, Utc::now()) {
+            return Some(entry.caller.clone());
+        }
+        callers.remove(bearer);
+        None
     }
 
     /// Keeps `caller` for `bearer` on this thread, as of `generation`, when
-    /// `reuse` allows.
+    /// `reuse` allows; first drops what the thread kept that is no longer
+    /// good, so that tokens revoked or expired do not stay in memory.
     pub(crate) fn keep(&self, bearer: &str, caller: &Caller, generation: u64, reuse: Reuse, now: Instant) {
-        let Some(until) = reuse.until.filter(|until| *until > now) else { return };
-        let mut callers = self.callers.get_or_default().borrow_mut();
-        if callers.len() >= MOST && !callers.contains_key(bearer) {
-            let current = self.generation();
-            callers.retain(|_, entry| entry.generation == current && entry.until > now);
-            if callers.len() >= MOST {
-                callers.clear();
-            }
+        let wall = Utc::now();
+        if !reuse.allows(now, wall) {
+            return;
         }
-        callers.insert(bearer.into(), Entry { generation, until, caller: caller.clone() });
+        let mut callers = self.callers.get_or_default().borrow_mut();
+        let current = self.generation();
+        callers.retain(|_, entry| entry.generation == current && entry.reuse.allows(now, wall));
+        if callers.len() >= MOST {
+            callers.clear();
+        }
+        callers.insert(bearer.into(), Entry { generation, reuse, caller: caller.clone() });
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use cms_model::UserRole;
 
     use super::*;
@@ -115,30 +138,59 @@ mod tests {
     fn a_kept_caller_lasts_until_the_earliest_part_says() {
         let seen = Seen::default();
         let now = Instant::now();
-        let mut reuse = Reuse::until(now + Duration::from_secs(2));
-        reuse.by(now + Duration::from_secs(1));
+        let mut reuse = Reuse::within(now, Duration::from_secs(2));
+        reuse.read_at(now, Duration::from_secs(1));
         seen.keep("token", &alice(), seen.generation(), reuse, now);
         assert_eq!(seen.get("token", now).map(|caller| caller.user), Some("alice".into()));
         assert!(seen.get("token", now + Duration::from_millis(1500)).is_none());
         assert!(seen.get("other", now).is_none());
+        assert!(seen.callers.get().is_some_and(|callers| callers.borrow().is_empty()), "dropped once stale");
     }
 
     #[test]
     fn a_caller_that_must_be_checked_each_time_is_not_kept() {
         let seen = Seen::default();
         let now = Instant::now();
-        let mut reuse = Reuse::until(now + Duration::from_secs(2));
+        let mut reuse = Reuse::within(now, Duration::from_secs(2));
         reuse.never();
-        reuse.by(now + Duration::from_secs(1));
+        reuse.read_at(now, Duration::from_secs(1));
         seen.keep("token", &alice(), seen.generation(), reuse, now);
         assert!(seen.get("token", now).is_none());
+    }
+
+    #[test]
+    fn an_expired_token_is_not_answered_whatever_the_monotonic_clock_says() {
+        let seen = Seen::default();
+        let now = Instant::now();
+        let mut reuse = Reuse::within(now, Duration::from_secs(2));
+        reuse.expires(Utc::now() + chrono::TimeDelta::milliseconds(50));
+        seen.keep("token", &alice(), seen.generation(), reuse, now);
+        assert!(seen.get("token", now).is_some());
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(seen.get("token", now).is_none(), "the wall clock passed the token's expiry");
+        let mut expired = Reuse::within(now, Duration::from_secs(2));
+        expired.expires(Utc::now());
+        seen.keep("expired", &alice(), seen.generation(), expired, now);
+        assert!(seen.get("expired", now).is_none());
+    }
+
+    #[test]
+    fn an_unbounded_time_to_live_keeps_to_the_other_parts() {
+        let seen = Seen::default();
+        let now = Instant::now();
+        let mut reuse = Reuse::within(now, Duration::MAX);
+        reuse.read_at(now, Duration::MAX);
+        reuse.read_at(now, Duration::from_secs(1));
+        seen.keep("token", &alice(), seen.generation(), reuse, now);
+        assert!(seen.get("token", now).is_some());
+        assert!(seen.get("token", now + Duration::from_secs(1)).is_none());
     }
 
     #[test]
     fn a_write_makes_every_thread_forget() {
         let seen = Seen::default();
         let now = Instant::now();
-        let reuse = Reuse::until(now + Duration::from_secs(2));
+        let reuse = Reuse::within(now, Duration::from_secs(2));
         seen.keep("token", &alice(), seen.generation(), reuse, now);
         std::thread::scope(|scope| {
             scope.spawn(|| seen.keep("token", &alice(), seen.generation(), reuse, now));
@@ -156,7 +208,7 @@ mod tests {
         let now = Instant::now();
         let before = seen.generation();
         seen.forget_all();
-        seen.keep("token", &alice(), before, Reuse::until(now + Duration::from_secs(2)), now);
+        seen.keep("token", &alice(), before, Reuse::within(now, Duration::from_secs(2)), now);
         assert!(seen.get("token", now).is_none());
     }
 
@@ -164,7 +216,7 @@ mod tests {
     fn a_thread_keeps_a_bounded_number() {
         let seen = Seen::default();
         let now = Instant::now();
-        let reuse = Reuse::until(now + Duration::from_secs(2));
+        let reuse = Reuse::within(now, Duration::from_secs(2));
         for index in 0..=MOST {
             seen.keep(&format!("token-{index}"), &alice(), seen.generation(), reuse, now);
         }

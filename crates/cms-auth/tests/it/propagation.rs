@@ -92,7 +92,9 @@ async fn a_changed_group_mapping_applies_to_sessions_signed_in_before() {
 
 /// A caller kept for the next requests of a thread (`seen.rs`) lasts no
 /// longer than the cached role it was made from: kept by a thread late in
-/// the role's time to live, it does not start a time of its own.
+/// the role's time to live, it does not start a time of its own. The user
+/// is an admin at first, whose caller is made without the grants, so that
+/// the role's time alone can end it.
 #[tokio::test]
 async fn a_caller_kept_late_in_the_roles_time_lasts_no_longer_than_the_role() {
     let ttl = Duration::from_millis(400);
@@ -100,10 +102,12 @@ async fn a_caller_kept_late_in_the_roles_time_lasts_no_longer_than_the_role() {
     let options = |ttl| AuthOptions { signing_key: Some(key()), cache_ttl: ttl, ..AuthOptions::default() };
     let a = Authenticator::new(s.store.clone(), options(ttl)).await.unwrap();
     let b = Arc::new(Authenticator::new(s.store.clone(), options(ttl)).await.unwrap());
-    a.create_user("dev", UserRole::Edit, &secret("dev-password")).await.unwrap();
+    // Another admin, so that `dev` is not the last and may be demoted.
+    a.create_user("root", UserRole::Admin, &secret("root-password")).await.unwrap();
+    a.create_user("dev", UserRole::Admin, &secret("dev-password")).await.unwrap();
     let (token, _) = a.login("dev", &secret("dev-password"), None).await.unwrap();
     // b reads the role and caches it; it was read no later than `read`.
-    assert_eq!(b.authenticate(&token).await.unwrap().role, Some(UserRole::Edit));
+    assert_eq!(b.authenticate(&token).await.unwrap().role, Some(UserRole::Admin));
     let read = Instant::now();
     let (kept, kept_role) = tokio::sync::oneshot::channel();
     let (changed, change) = tokio::sync::oneshot::channel::<()>();
@@ -127,7 +131,7 @@ async fn a_caller_kept_late_in_the_roles_time_lasts_no_longer_than_the_role() {
             b.authenticate(&token).await.unwrap().role
         })
     });
-    assert_eq!(kept_role.await.unwrap(), Some(UserRole::Edit));
+    assert_eq!(kept_role.await.unwrap(), Some(UserRole::Admin));
     a.update_user("dev", UserRole::View, None, None).await.unwrap();
     changed.send(()).unwrap();
     let late = tokio::task::spawn_blocking(move || other.join().unwrap()).await.unwrap();
