@@ -325,7 +325,7 @@ impl Authenticator {
     /// later requests do not pay for the signature check again (see
     /// [`Authenticator::remembered_login`]); a remembered token is the exact
     /// string that verified.
-    fn verified_login(&self, bearer: &str) -> Result<(String, i64, Option<SsoClaims>), AuthError> {
+    fn verified_login(&self, bearer: &str) -> Result<VerifiedLogin, AuthError> {
         let now = Utc::now().timestamp();
         let claims = self.tokens.verify(bearer)?;
         let mut logins = self.logins.lock().unwrap_or_else(|p| p.into_inner());
